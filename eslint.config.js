@@ -1,0 +1,13 @@
+import neostandard from 'neostandard'
+
+export default [
+  ...neostandard({ ts: true, ignores: ['dist/**', 'coverage/**', 'node_modules/**'] }),
+  {
+    // Configuration is read and validated once, in src/config.ts, and passed in.
+    files: ['src/**/*.ts'],
+    ignores: ['src/config.ts'],
+    rules: {
+      'no-restricted-properties': ['error', { object: 'process', property: 'env', message: 'Read configuration through src/config.ts.' }]
+    }
+  }
+]

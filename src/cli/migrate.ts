@@ -1,0 +1,21 @@
+/** `npm run migrate`: brings the configured database's schema up to date, then exits. */
+import { ConfigError, loadConfig, readEnvironment } from '../config.js'
+import { createDatabase } from '../db/database.js'
+import { migrateToLatest } from '../db/migrate.js'
+
+try {
+  const { database } = loadConfig(readEnvironment())
+  const db = createDatabase(database)
+  try {
+    const applied = await migrateToLatest(db, database.dialect)
+    process.stdout.write(applied.length === 0
+      ? 'Schema is up to date.\n'
+      : `Applied: ${applied.join(', ')}\n`)
+  } finally {
+    await db.destroy()
+  }
+} catch (error) {
+  const message = error instanceof ConfigError ? `Configuration error: ${error.message}` : `Migration failed: ${String(error)}`
+  process.stderr.write(`${message}\n`)
+  process.exitCode = 1
+}

@@ -1,0 +1,128 @@
+/**
+ * The service's configuration: the environment, validated once at start-up against a TypeBox
+ * schema and turned into the `Config` object that `buildApp` receives. Nothing else in `src/`
+ * reads `process.env` (a lint rule enforces it), so every setting is visible here.
+ */
+import { randomBytes } from 'node:crypto'
+import { existsSync } from 'node:fs'
+import { Type, type Static } from 'typebox'
+import { createCoercingAjv } from './validation.js'
+
+const EnvSchema = Type.Object({
+  NODE_ENV: Type.String({ default: 'development' }),
+  PORT: Type.Integer({ minimum: 0, maximum: 65535, default: 3000 }),
+  HOST: Type.String({ minLength: 1, default: '0.0.0.0' }),
+  DATABASE_URL: Type.String({ default: 'sqlite:data/app.db' }),
+  JWT_SECRET: Type.Optional(Type.String({ minLength: 1 })),
+  AUTH: Type.Union([Type.Literal('off'), Type.Literal('writes'), Type.Literal('all')], { default: 'off' }),
+  CORS_ORIGIN: Type.Optional(Type.String({ minLength: 1 })),
+  LOG_LEVEL: Type.Union(
+    ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'].map((level) => Type.Literal(level)),
+    { default: 'info' }
+  ),
+  BODY_LIMIT: Type.Integer({ minimum: 1, default: 1048576 }),
+  STATIC_DIR: Type.String({ minLength: 1, default: 'public' })
+})
+
+type Env = Static<typeof EnvSchema>
+
+export type AuthMode = Env['AUTH']
+
+export type DatabaseConfig =
+  | { dialect: 'sqlite', filename: string }
+  | { dialect: 'postgres', connectionString: string }
+
+export interface Config {
+  production: boolean
+  port: number
+  host: string
+  database: DatabaseConfig
+  /** The signing secret, and whether it was generated because none was configured. */
+  jwt: { secret: string, generated: boolean }
+  auth: AuthMode
+  /** `true` reflects any requesting origin (the specification's policy). */
+  corsOrigin: true | string[]
+  logLevel: string
+  bodyLimit: number
+  staticDir: string
+}
+
+/** A configuration mistake; its message is the one line printed before the process exits. */
+export class ConfigError extends Error {
+  override name = 'ConfigError'
+}
+
+/** Never echoed in an error message: they may hold credentials. */
+const SECRET_VARIABLES = new Set(['DATABASE_URL', 'JWT_SECRET'])
+
+const validateEnv = createCoercingAjv().compile<Env>(EnvSchema)
+
+/**
+ * The process environment, with `.env` from the working directory beneath it: a variable
+ * set in the environment wins over the same one in the file.
+ */
+export function readEnvironment (): Record<string, string | undefined> {
+  if (existsSync('.env')) process.loadEnvFile('.env')
+  return process.env
+}
+
+/**
+ * Validates the environment and derives the configuration. Empty variables count as unset,
+ * as they do in most shells' `VAR= command` idiom.
+ */
+export function loadConfig (environment: Record<string, string | undefined>): Config {
+  const env: Record<string, string> = {}
+  for (const key of Object.keys(EnvSchema.properties)) {
+    const value = environment[key]
+    if (value !== undefined && value !== '') env[key] = value
+  }
+
+  if (!validateEnv(env)) {
+    const [error] = validateEnv.errors ?? []
+    const name = error?.instancePath.slice(1) || String(error?.params.missingProperty ?? 'environment')
+    const got = name in env && !SECRET_VARIABLES.has(name) ? ` (got ${JSON.stringify(env[name])})` : ''
+    throw new ConfigError(`${name} ${error?.message ?? 'is invalid'}${got}`)
+  }
+  const parsed = env as unknown as Env
+  const production = parsed.NODE_ENV === 'production'
+
+  if (production && parsed.JWT_SECRET === undefined) {
+    throw new ConfigError('JWT_SECRET is required when NODE_ENV=production')
+  }
+
+  return {
+    production,
+    port: parsed.PORT,
+    host: parsed.HOST,
+    database: parseDatabaseUrl(parsed.DATABASE_URL),
+    jwt: parsed.JWT_SECRET === undefined
+      ? { secret: randomBytes(32).toString('base64url'), generated: true }
+      : { secret: parsed.JWT_SECRET, generated: false },
+    auth: parsed.AUTH,
+    corsOrigin: parsed.CORS_ORIGIN === undefined ? true : parseOrigins(parsed.CORS_ORIGIN),
+    logLevel: parsed.LOG_LEVEL,
+    bodyLimit: parsed.BODY_LIMIT,
+    staticDir: parsed.STATIC_DIR
+  }
+}
+
+function parseDatabaseUrl (url: string): DatabaseConfig {
+  if (url.startsWith('sqlite:') && url.length > 'sqlite:'.length) {
+    return { dialect: 'sqlite', filename: url.slice('sqlite:'.length) }
+  }
+  if (/^postgres(ql)?:\/\//.test(url) && URL.canParse(url) && new URL(url).hostname !== '') {
+    return { dialect: 'postgres', connectionString: url }
+  }
+  throw new ConfigError('DATABASE_URL must be sqlite:<path>, sqlite::memory: or postgres://user:password@host:port/database')
+}
+
+function parseOrigins (list: string): string[] {
+  const origins = list.split(',').map((origin) => origin.trim()).filter((origin) => origin !== '')
+  for (const origin of origins) {
+    if (!URL.canParse(origin) || new URL(origin).origin !== origin) {
+      throw new ConfigError(`CORS_ORIGIN must be a comma-separated list of origins such as https://example.com (got ${JSON.stringify(origin)})`)
+    }
+  }
+  if (origins.length === 0) throw new ConfigError('CORS_ORIGIN must name at least one origin')
+  return origins
+}

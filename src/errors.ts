@@ -1,0 +1,65 @@
+/**
+ * Every failure becomes one JSON shape, `{"error": "<message>"}`. Handlers throw; only this
+ * module decides status codes and bodies. Client mistakes keep their 4xx status and a message
+ * that says what to fix; anything unexpected is logged in full and answered with a bare 500,
+ * so internals never reach a client.
+ */
+import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
+import { Type } from 'typebox'
+
+/** The schema of an error answer, described for one route and status. */
+export function errorResponse (description: string) {
+  return Type.Object({ error: Type.String({ description: 'What went wrong, in one sentence.' }) }, { description })
+}
+
+/** An error a handler raises on purpose; its message is sent to the client (seed §7). */
+export class AppError extends Error {
+  override name = 'AppError'
+  readonly statusCode: number
+
+  constructor (message: string, statusCode = 400) {
+    super(message)
+    this.statusCode = statusCode
+  }
+}
+
+/** Fastify's own client errors whose default wording the contract words differently. */
+const FASTIFY_MESSAGES: Record<string, string> = {
+  FST_ERR_CTP_EMPTY_JSON_BODY: 'Body is not valid JSON: it is empty',
+  FST_ERR_CTP_INVALID_JSON_BODY: 'Body is not valid JSON',
+  FST_ERR_CTP_INVALID_MEDIA_TYPE: 'Unsupported Media Type: send the body as application/json',
+  FST_ERR_CTP_BODY_TOO_LARGE: 'Request body is too large'
+}
+
+interface ErrorAnswer {
+  statusCode: number
+  message: string
+}
+
+function answerFor (error: FastifyError): ErrorAnswer {
+  if (error instanceof AppError) {
+    return { statusCode: error.statusCode, message: error.message }
+  }
+  if (error.validation !== undefined) {
+    return { statusCode: 400, message: error.message }
+  }
+  const statusCode = error.statusCode ?? 500
+  if (statusCode >= 400 && statusCode < 500) {
+    return { statusCode, message: FASTIFY_MESSAGES[error.code] ?? error.message }
+  }
+  return { statusCode: 500, message: 'Internal Server Error' }
+}
+
+export function registerErrorHandlers (app: FastifyInstance): void {
+  app.setErrorHandler((error: FastifyError, request: FastifyRequest, reply: FastifyReply) => {
+    const { statusCode, message } = answerFor(error)
+    if (statusCode >= 500 && !(error instanceof AppError)) {
+      request.log.error({ err: error }, 'unhandled error')
+    }
+    return reply.code(statusCode).type('application/json; charset=utf-8').send({ error: message })
+  })
+
+  app.setNotFoundHandler((_request: FastifyRequest, reply: FastifyReply) => {
+    return reply.code(404).type('application/json; charset=utf-8').send({ error: 'Route not found' })
+  })
+}

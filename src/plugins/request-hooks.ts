@@ -1,0 +1,40 @@
+/**
+ * The request-lifecycle hooks of seed §6. `onRequest` hands the request id back to the client;
+ * `onResponse` writes the one access-log line per request. (`preHandler` belongs to auth.ts.)
+ * Callback-style hooks: they run on every request, and skip a promise each.
+ */
+import { randomUUID } from 'node:crypto'
+import type { IncomingMessage } from 'node:http'
+import type { FastifyInstance } from 'fastify'
+import fp from 'fastify-plugin'
+
+const SAFE_REQUEST_ID = /^[A-Za-z0-9._-]{1,128}$/
+
+/**
+ * Uses the caller's `X-Request-Id` so one id follows a request across services, unless it
+ * could forge or flood log lines; then a fresh one is made.
+ */
+export function requestIdFrom (request: IncomingMessage): string {
+  const incoming = request.headers['x-request-id']
+  return typeof incoming === 'string' && SAFE_REQUEST_ID.test(incoming) ? incoming : randomUUID()
+}
+
+async function requestHooks (app: FastifyInstance): Promise<void> {
+  app.addHook('onRequest', (request, reply, done) => {
+    reply.header('x-request-id', request.id)
+    done()
+  })
+
+  app.addHook('onResponse', (request, reply, done) => {
+    request.log.info({
+      method: request.method,
+      url: request.url,
+      route: request.routeOptions.url ?? null,
+      statusCode: reply.statusCode,
+      responseTime: Math.round(reply.elapsedTime * 100) / 100
+    }, 'request completed')
+    done()
+  })
+}
+
+export default fp(requestHooks, { name: 'request-hooks' })

@@ -1,0 +1,32 @@
+/**
+ * Starts the service: reads the configuration, builds the app, listens, and shuts down
+ * gracefully. On SIGTERM or SIGINT it stops accepting connections, lets requests in flight
+ * finish (at most 10 s, then it exits 1), closes the database and exits 0.
+ */
+import closeWithGrace from 'close-with-grace'
+import { buildApp } from './app.js'
+import { ConfigError, loadConfig, readEnvironment, type Config } from './config.js'
+
+const SHUTDOWN_GRACE_MS = 10_000
+
+function configOrExit (): Config {
+  try {
+    return loadConfig(readEnvironment())
+  } catch (error) {
+    if (!(error instanceof ConfigError)) throw error
+    process.stderr.write(`Configuration error: ${error.message}\n`)
+    process.exit(1)
+  }
+}
+
+const config = configOrExit()
+const app = await buildApp(config)
+
+closeWithGrace({ delay: SHUTDOWN_GRACE_MS, logger: app.log }, async ({ signal, err }) => {
+  if (err !== undefined) app.log.fatal({ err }, 'fatal error, shutting down')
+  else app.log.info({ signal }, 'shutting down: finishing requests in flight')
+  await app.close()
+})
+
+const address = await app.listen({ port: config.port, host: config.host })
+app.log.info(`API documentation at ${address}/documentation`)

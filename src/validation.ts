@@ -1,0 +1,47 @@
+/**
+ * Request validation. Fastify's default Ajv coerces every part of a request and silently
+ * drops unknown properties; the contract wants neither for bodies. So path and query values,
+ * which always arrive as text, go through a coercing instance (`age=3` becomes 3), while JSON
+ * bodies, already typed, go through a strict one (`"name": 123` is an error, not "123").
+ * Neither removes additional properties: a schema that forbids them rejects the request.
+ */
+import { Ajv, type ErrorObject, type Options } from 'ajv'
+import addFormats from 'ajv-formats'
+import type { FastifySchemaCompiler, FastifyServerOptions } from 'fastify'
+
+const sharedOptions: Options = {
+  removeAdditional: false,
+  useDefaults: true,
+  allErrors: false,
+  // TypeBox adds annotations (e.g. `~kind`) that Ajv's strict mode would reject.
+  strict: false
+}
+
+function createAjv (options: Options): Ajv {
+  const ajv = new Ajv({ ...sharedOptions, ...options })
+  addFormats.default(ajv)
+  return ajv
+}
+
+export function createCoercingAjv (): Ajv {
+  return createAjv({ coerceTypes: 'array' })
+}
+
+export function createValidatorCompiler (): FastifySchemaCompiler<unknown> {
+  const coercing = createCoercingAjv()
+  const strict = createAjv({ coerceTypes: false })
+  return ({ schema, httpPart }) => (httpPart === 'body' ? strict : coercing).compile(schema as object)
+}
+
+/**
+ * Turns Ajv's first error into one sentence naming where and what, e.g.
+ * `body/email must match format "email"` or `body must NOT have additional property "role"`.
+ */
+export const formatSchemaError: NonNullable<FastifyServerOptions['schemaErrorFormatter']> = (errors, dataVar) => {
+  const [first] = errors as ErrorObject[]
+  const where = `${dataVar}${first?.instancePath ?? ''}`
+  const what = first?.keyword === 'additionalProperties'
+    ? `must NOT have additional property ${JSON.stringify(first.params.additionalProperty)}`
+    : first?.message ?? 'is invalid'
+  return new Error(`${where} ${what}`)
+}
