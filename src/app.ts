@@ -7,7 +7,7 @@ import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox'
 import Fastify, { LogController, type FastifyInstance } from 'fastify'
 import type { DestinationStream } from 'pino'
 import type { Config } from './config.js'
-import { registerErrorHandlers } from './errors.js'
+import { registerErrorHandlers, replyWithFrameworkError } from './errors.js'
 import auth from './plugins/auth.js'
 import cors from './plugins/cors.js'
 import docs from './plugins/docs.js'
@@ -32,7 +32,8 @@ export async function buildApp (config: Config, options: BuildOptions = {}): Pro
     requestIdHeader: false,
     genReqId: requestIdFrom,
     bodyLimit: config.bodyLimit,
-    schemaErrorFormatter: formatSchemaError
+    schemaErrorFormatter: formatSchemaError,
+    frameworkErrors: replyWithFrameworkError
   }).withTypeProvider<TypeBoxTypeProvider>()
 
   app.setValidatorCompiler(createValidatorCompiler())

@@ -14,12 +14,9 @@ const EnvSchema = Type.Object({
   HOST: Type.String({ minLength: 1, default: '0.0.0.0' }),
   DATABASE_URL: Type.String({ default: 'sqlite:data/app.db' }),
   JWT_SECRET: Type.Optional(Type.String({ minLength: 1 })),
-  AUTH: Type.Union([Type.Literal('off'), Type.Literal('writes'), Type.Literal('all')], { default: 'off' }),
+  AUTH: Type.Enum(['off', 'writes', 'all'], { default: 'off' }),
   CORS_ORIGIN: Type.Optional(Type.String({ minLength: 1 })),
-  LOG_LEVEL: Type.Union(
-    ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'].map((level) => Type.Literal(level)),
-    { default: 'info' }
-  ),
+  LOG_LEVEL: Type.Enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'], { default: 'info' }),
   BODY_LIMIT: Type.Integer({ minimum: 1, default: 1048576 }),
   STATIC_DIR: Type.String({ minLength: 1, default: 'public' })
 })
@@ -81,7 +78,10 @@ export function loadConfig (environment: Record<string, string | undefined>): Co
     const [error] = validateEnv.errors ?? []
     const name = error?.instancePath.slice(1) || String(error?.params.missingProperty ?? 'environment')
     const got = name in env && !SECRET_VARIABLES.has(name) ? ` (got ${JSON.stringify(env[name])})` : ''
-    throw new ConfigError(`${name} ${error?.message ?? 'is invalid'}${got}`)
+    const problem = error?.keyword === 'enum'
+      ? `must be one of ${(error.params.allowedValues as string[]).join(', ')}`
+      : error?.message ?? 'is invalid'
+    throw new ConfigError(`${name} ${problem}${got}`)
   }
   const parsed = env as unknown as Env
   const production = parsed.NODE_ENV === 'production'

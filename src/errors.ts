@@ -50,14 +50,25 @@ function answerFor (error: FastifyError): ErrorAnswer {
   return { statusCode: 500, message: 'Internal Server Error' }
 }
 
+function replyWithError (error: FastifyError, request: FastifyRequest, reply: FastifyReply): FastifyReply {
+  const { statusCode, message } = answerFor(error)
+  if (statusCode >= 500 && !(error instanceof AppError)) {
+    request.log.error({ err: error }, 'unhandled error')
+  }
+  return reply.code(statusCode).type('application/json; charset=utf-8').send({ error: message })
+}
+
+/**
+ * For Fastify's `frameworkErrors` option: failures of the router itself (a URL that cannot be
+ * decoded) arrive before any hook has run, so the request id header is set here.
+ */
+export function replyWithFrameworkError (error: FastifyError, request: FastifyRequest, reply: FastifyReply): void {
+  reply.header('x-request-id', request.id)
+  replyWithError(error, request, reply)
+}
+
 export function registerErrorHandlers (app: FastifyInstance): void {
-  app.setErrorHandler((error: FastifyError, request: FastifyRequest, reply: FastifyReply) => {
-    const { statusCode, message } = answerFor(error)
-    if (statusCode >= 500 && !(error instanceof AppError)) {
-      request.log.error({ err: error }, 'unhandled error')
-    }
-    return reply.code(statusCode).type('application/json; charset=utf-8').send({ error: message })
-  })
+  app.setErrorHandler(replyWithError)
 
   app.setNotFoundHandler((_request: FastifyRequest, reply: FastifyReply) => {
     return reply.code(404).type('application/json; charset=utf-8').send({ error: 'Route not found' })

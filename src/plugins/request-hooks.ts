@@ -1,6 +1,7 @@
 /**
  * The request-lifecycle hooks of seed §6. `onRequest` hands the request id back to the client;
- * `onResponse` writes the one access-log line per request. (`preHandler` belongs to auth.ts.)
+ * `onResponse` writes the one access-log line per request and, while the app is closing,
+ * releases the connection it just answered on. (`preHandler` belongs to auth.ts.)
  * Callback-style hooks: they run on every request, and skip a promise each.
  */
 import { randomUUID } from 'node:crypto'
@@ -20,6 +21,12 @@ export function requestIdFrom (request: IncomingMessage): string {
 }
 
 async function requestHooks (app: FastifyInstance): Promise<void> {
+  let closing = false
+  app.addHook('preClose', (done) => {
+    closing = true
+    done()
+  })
+
   app.addHook('onRequest', (request, reply, done) => {
     reply.header('x-request-id', request.id)
     done()
@@ -33,6 +40,9 @@ async function requestHooks (app: FastifyInstance): Promise<void> {
       statusCode: reply.statusCode,
       responseTime: Math.round(reply.elapsedTime * 100) / 100
     }, 'request completed')
+    // A request in flight when closing began was answered with keep-alive; its connection is
+    // idle now, and would hold the shutdown until the client hung up.
+    if (closing) app.server.closeIdleConnections()
     done()
   })
 }

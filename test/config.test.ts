@@ -1,0 +1,81 @@
+import assert from 'node:assert/strict'
+import { test } from 'node:test'
+import { ConfigError, loadConfig } from '../src/config.js'
+
+test('defaults: port 3000 on all interfaces, SQLite under data/, no auth, any origin', () => {
+  const config = loadConfig({})
+  assert.equal(config.port, 3000)
+  assert.equal(config.host, '0.0.0.0')
+  assert.deepEqual(config.database, { dialect: 'sqlite', filename: 'data/app.db' })
+  assert.equal(config.auth, 'off')
+  assert.equal(config.corsOrigin, true)
+  assert.equal(config.logLevel, 'info')
+  assert.equal(config.bodyLimit, 1048576)
+  assert.equal(config.staticDir, 'public')
+  assert.equal(config.production, false)
+})
+
+test('values are read from the environment and converted', () => {
+  const config = loadConfig({
+    PORT: '8080',
+    HOST: '127.0.0.1',
+    DATABASE_URL: 'postgres://app:secret@db.internal:5432/users',
+    AUTH: 'writes',
+    CORS_ORIGIN: 'https://a.example.com,https://b.example.com:8443',
+    LOG_LEVEL: 'debug',
+    BODY_LIMIT: '2048',
+    STATIC_DIR: 'assets'
+  })
+  assert.equal(config.port, 8080)
+  assert.equal(config.host, '127.0.0.1')
+  assert.deepEqual(config.database, { dialect: 'postgres', connectionString: 'postgres://app:secret@db.internal:5432/users' })
+  assert.equal(config.auth, 'writes')
+  assert.deepEqual(config.corsOrigin, ['https://a.example.com', 'https://b.example.com:8443'])
+  assert.equal(config.bodyLimit, 2048)
+  assert.deepEqual(loadConfig({ DATABASE_URL: 'sqlite::memory:' }).database, { dialect: 'sqlite', filename: ':memory:' })
+})
+
+test('an empty variable counts as unset', () => {
+  assert.equal(loadConfig({ PORT: '' }).port, 3000)
+})
+
+test('a bad value is refused with one line naming the variable', () => {
+  const cases: Array<[Record<string, string>, RegExp]> = [
+    [{ PORT: 'abc' }, /^PORT must be integer \(got "abc"\)$/],
+    [{ PORT: '70000' }, /^PORT must be <= 65535/],
+    [{ PORT: '-1' }, /^PORT must be >= 0/],
+    [{ PORT: '80.5' }, /^PORT must be integer/],
+    [{ DATABASE_URL: 'mysql://localhost/db' }, /^DATABASE_URL must be sqlite:<path>/],
+    [{ DATABASE_URL: 'sqlite:' }, /^DATABASE_URL must be/],
+    [{ DATABASE_URL: 'postgres://' }, /^DATABASE_URL must be/],
+    [{ AUTH: 'sometimes' }, /^AUTH must be one of off, writes, all \(got "sometimes"\)$/],
+    [{ LOG_LEVEL: 'loud' }, /^LOG_LEVEL must be one of fatal, error, warn, info, debug, trace, silent/],
+    [{ BODY_LIMIT: '0' }, /^BODY_LIMIT must be >= 1/],
+    [{ BODY_LIMIT: '1MB' }, /^BODY_LIMIT must be integer/],
+    [{ CORS_ORIGIN: 'example.com' }, /^CORS_ORIGIN must be a comma-separated list of origins/],
+    [{ CORS_ORIGIN: 'https://example.com/path' }, /^CORS_ORIGIN /]
+  ]
+  for (const [env, message] of cases) {
+    assert.throws(() => loadConfig(env), (error: Error) => {
+      assert.ok(error instanceof ConfigError)
+      assert.match(error.message, message)
+      assert.doesNotMatch(error.message, /\n/)
+      return true
+    }, JSON.stringify(env))
+  }
+})
+
+test('a database URL is never echoed back, for it may hold a password', () => {
+  assert.throws(() => loadConfig({ DATABASE_URL: 'mysql://root:hunter2@db/x' }), (error: Error) => !error.message.includes('hunter2'))
+})
+
+test('production requires JWT_SECRET; elsewhere a random per-process secret is generated', () => {
+  assert.throws(() => loadConfig({ NODE_ENV: 'production' }), /^ConfigError: JWT_SECRET is required when NODE_ENV=production$/)
+  assert.deepEqual(loadConfig({ NODE_ENV: 'production', JWT_SECRET: 's'.repeat(32) }).jwt, { secret: 's'.repeat(32), generated: false })
+
+  const first = loadConfig({}).jwt
+  const second = loadConfig({}).jwt
+  assert.equal(first.generated, true)
+  assert.ok(first.secret.length >= 32)
+  assert.notEqual(first.secret, second.secret)
+})

@@ -1,0 +1,98 @@
+import assert from 'node:assert/strict'
+import { test } from 'node:test'
+import { AppError } from '../src/errors.js'
+import { captureLogs, postJson, testApp } from './helpers.js'
+
+function assertJsonError (response: { statusCode: number, headers: Record<string, unknown>, json: () => unknown }, statusCode: number, error?: string) {
+  assert.equal(response.statusCode, statusCode)
+  assert.match(String(response.headers['content-type']), /^application\/json/)
+  const body = response.json() as { error: unknown }
+  assert.equal(typeof body.error, 'string')
+  if (error !== undefined) assert.equal(body.error, error)
+}
+
+test('an unknown route answers 404 Route not found, whatever the method', async (t) => {
+  const app = await testApp(t)
+  for (const method of ['GET', 'POST', 'PUT', 'PATCH', 'DELETE'] as const) {
+    assertJsonError(await app.inject({ method, url: '/no/such/route' }), 404, 'Route not found')
+  }
+  assertJsonError(await app.inject({ method: 'DELETE', url: '/users/1' }), 404, 'Route not found')
+})
+
+test('malformed JSON and an empty JSON body are 400 saying the body is not valid JSON', async (t) => {
+  const app = await testApp(t)
+  for (const payload of ['{"name": "Ada",', '{name: "Ada"}', 'nul', '']) {
+    const response = await app.inject({ method: 'POST', url: '/users', payload, headers: { 'content-type': 'application/json' } })
+    assertJsonError(response, 400)
+    assert.match(response.json().error, /^Body is not valid JSON/, JSON.stringify(payload))
+  }
+})
+
+test('a body over BODY_LIMIT is 413', async (t) => {
+  const app = await testApp(t, { BODY_LIMIT: '100' })
+  const response = await postJson(app, '/users', { name: 'x'.repeat(200), email: 'ada@example.com' })
+  assertJsonError(response, 413, 'Request body is too large')
+})
+
+test('a body that is not application/json is 415, text/plain included', async (t) => {
+  const app = await testApp(t)
+  for (const contentType of ['text/plain', 'application/x-www-form-urlencoded', 'multipart/form-data; boundary=x', 'application/xml']) {
+    const response = await app.inject({ method: 'POST', url: '/users', payload: 'name=Ada', headers: { 'content-type': contentType } })
+    assertJsonError(response, 415)
+    assert.match(response.json().error, /^Unsupported Media Type/)
+  }
+  const charset = await app.inject({
+    method: 'POST',
+    url: '/users',
+    payload: '{"name":"Ada","email":"ada@example.com"}',
+    headers: { 'content-type': 'application/json; charset=utf-8' }
+  })
+  assert.equal(charset.statusCode, 201, 'a charset parameter is fine')
+})
+
+test('a POST without a body is 400: the body must be an object', async (t) => {
+  const app = await testApp(t)
+  assertJsonError(await app.inject({ method: 'POST', url: '/users' }), 400, 'body must be object')
+})
+
+test('a JSON body with a __proto__ key is refused and pollutes nothing', async (t) => {
+  const app = await testApp(t)
+  const payload = '{"name":"Ada","email":"ada@example.com","__proto__":{"polluted":true}}'
+  const response = await app.inject({ method: 'POST', url: '/users', payload, headers: { 'content-type': 'application/json' } })
+  assertJsonError(response, 400)
+  assert.equal(({} as Record<string, unknown>).polluted, undefined)
+})
+
+test('an application error answers its own status and message, 400 by default', async (t) => {
+  const app = await testApp(t)
+  app.get('/teapot', async () => { throw new AppError('I am a teapot', 418) })
+  app.get('/refused', async () => { throw new AppError('Not today') })
+  assertJsonError(await app.inject('/teapot'), 418, 'I am a teapot')
+  assertJsonError(await app.inject('/refused'), 400, 'Not today')
+})
+
+test('an unexpected error is 500 Internal Server Error, logged with its stack and request id, never sent', async (t) => {
+  const logs = captureLogs()
+  const app = await testApp(t, { LOG_LEVEL: 'info' }, logs.stream)
+  app.get('/boom', async () => { throw new Error('database password is hunter2') })
+
+  const response = await app.inject({ url: '/boom', headers: { 'x-request-id': 'trace-me-42' } })
+  assertJsonError(response, 500, 'Internal Server Error')
+  assert.doesNotMatch(response.body, /hunter2/)
+
+  const logged = logs.lines.find((line) => line.msg === 'unhandled error')
+  assert.ok(logged, 'the error is logged')
+  assert.equal(logged.level, 50)
+  assert.equal(logged.reqId, 'trace-me-42')
+  assert.match(logged.err.stack, /database password is hunter2\n\s+at /)
+})
+
+test('a URL that cannot be decoded is a JSON 400 with a request id, not a 500', async (t) => {
+  const app = await testApp(t)
+  for (const url of ['/%', '/users/%', '/users/%E0%A4%A']) {
+    const response = await app.inject(url)
+    assertJsonError(response, 400)
+    assert.deepEqual(Object.keys(response.json()), ['error'], url)
+    assert.ok(response.headers['x-request-id'], url)
+  }
+})

@@ -1,0 +1,121 @@
+import assert from 'node:assert/strict'
+import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs'
+import http from 'node:http'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { test, type TestContext } from 'node:test'
+import { rawRequest } from './helpers.js'
+import { runScript, startService } from './process.js'
+
+function temporaryFolder (t: TestContext): string {
+  const folder = mkdtempSync(join(tmpdir(), 'service-test-'))
+  t.after(() => rmSync(folder, { recursive: true, force: true }))
+  return folder
+}
+
+test('start-up prints the listening address and the docs URL in its first lines', async (t) => {
+  const folder = temporaryFolder(t)
+  const service = await startService(t, { DATABASE_URL: `sqlite:${join(folder, 'data', 'app.db')}` })
+  const firstLines = service.stdout.slice(0, 4).join('\n')
+  assert.match(firstLines, new RegExp(`Server listening at http://127\\.0\\.0\\.1:${service.port}`))
+  assert.match(firstLines, new RegExp(`API documentation at http://127\\.0\\.0\\.1:${service.port}/documentation`))
+  assert.ok(existsSync(join(folder, 'data', 'app.db')), 'the database file and its folder are created')
+  assert.equal((await rawRequest(service.port, { path: '/health' })).statusCode, 200)
+})
+
+test('a bad setting stops start-up with one line naming the variable, and a non-zero exit', async () => {
+  const cases: Array<[Record<string, string>, RegExp]> = [
+    [{ PORT: 'abc' }, /PORT must be integer/],
+    [{ DATABASE_URL: 'oracle://db' }, /DATABASE_URL must be/],
+    [{ AUTH: 'maybe' }, /AUTH must be one of off, writes, all/],
+    [{ BODY_LIMIT: '-5' }, /BODY_LIMIT must be >= 1/],
+    [{ NODE_ENV: 'production' }, /JWT_SECRET is required when NODE_ENV=production/]
+  ]
+  await Promise.all(cases.map(async ([env, message]) => {
+    const result = await runScript('server.ts', { DATABASE_URL: 'sqlite::memory:', ...env })
+    assert.equal(result.code, 1, JSON.stringify(env))
+    assert.equal(result.stdout, '', 'it never half-starts')
+    const lines = result.stderr.trim().split('\n')
+    assert.equal(lines.length, 1, result.stderr)
+    assert.match(lines[0] as string, /^Configuration error: /)
+    assert.match(lines[0] as string, message)
+  }))
+})
+
+test('settings are read from .env in the working directory; the environment wins over it', async (t) => {
+  const folder = temporaryFolder(t)
+  writeFileSync(join(folder, '.env'), 'DATABASE_URL=sqlite:from-dotenv.db\nLOG_LEVEL=info\nBODY_LIMIT=64\n')
+  const service = await startService(t, { BODY_LIMIT: '1000' }, folder)
+  assert.ok(existsSync(join(folder, 'from-dotenv.db')))
+  const body = JSON.stringify({ name: 'x'.repeat(100), email: 'ada@example.com' })
+  const response = await rawRequest(service.port, { method: 'POST', path: '/users', body, headers: { 'content-type': 'application/json' } })
+  assert.equal(response.statusCode, 201, 'BODY_LIMIT from the environment (1000), not from .env (64)')
+})
+
+test('SIGTERM lets a request in flight finish, closes the database and exits 0', async (t) => {
+  const folder = temporaryFolder(t)
+  const database = join(folder, 'app.db')
+  const service = await startService(t, { DATABASE_URL: `sqlite:${database}` })
+  assert.ok(existsSync(`${database}-wal`), 'the database is open in WAL mode')
+
+  // A client that keeps its connection open after the answer must not hold the shutdown.
+  const agent = new http.Agent({ keepAlive: true })
+  t.after(() => agent.destroy())
+  const body = JSON.stringify({ name: 'Ada', email: 'ada@example.com' })
+  const answer = new Promise<{ statusCode: number, body: string }>((resolve, reject) => {
+    const request = http.request({ agent, host: '127.0.0.1', port: service.port, method: 'POST', path: '/users', headers: { 'content-type': 'application/json', 'content-length': body.length } }, (response) => {
+      let text = ''
+      response.on('data', (chunk) => { text += chunk })
+      response.on('end', () => resolve({ statusCode: response.statusCode ?? 0, body: text }))
+    })
+    request.on('error', reject)
+    // Half the body now, the signal, then the rest: the request is in flight when SIGTERM lands.
+    request.write(body.slice(0, 10))
+    setTimeout(() => {
+      service.child.kill('SIGTERM')
+      setTimeout(() => request.end(body.slice(10)), 300)
+    }, 200)
+  })
+
+  const response = await answer
+  assert.equal(response.statusCode, 201)
+  assert.equal(response.body, body)
+  assert.deepEqual(await service.exited, { code: 0, signal: null })
+  assert.ok(service.stdout.some((line) => line.includes('shutting down')))
+  assert.ok(!existsSync(`${database}-wal`), 'the database was closed cleanly (its WAL checkpointed and removed)')
+})
+
+test('a 201 is durable: SIGKILL right after it loses nothing', async (t) => {
+  const folder = temporaryFolder(t)
+  const env = { DATABASE_URL: `sqlite:${join(folder, 'app.db')}` }
+  const first = await startService(t, env)
+  const created = []
+  for (let i = 0; i < 20; i++) {
+    const body = JSON.stringify({ name: `user${i}`, email: `user${i}@example.com` })
+    const response = await rawRequest(first.port, { method: 'POST', path: '/users', body, headers: { 'content-type': 'application/json' } })
+    assert.equal(response.statusCode, 201)
+    created.push(response.headers.location)
+  }
+  first.child.kill('SIGKILL')
+  assert.equal((await first.exited).signal, 'SIGKILL')
+
+  const second = await startService(t, env)
+  const list = await rawRequest(second.port, { path: '/users' })
+  assert.equal(list.headers['x-total-count'], '20')
+  assert.deepEqual(JSON.parse(list.body).map((user: { id: number }) => `/users/${user.id}`), created)
+})
+
+test('npm run migrate creates the schema, then finds it up to date', async (t) => {
+  const folder = temporaryFolder(t)
+  const env = { DATABASE_URL: `sqlite:${join(folder, 'app.db')}` }
+  const first = await runScript('cli/migrate.ts', env)
+  assert.equal(first.code, 0, first.stderr)
+  assert.match(first.stdout, /^Applied: 2026-11-22-create-users$/m)
+  const second = await runScript('cli/migrate.ts', env)
+  assert.equal(second.code, 0, second.stderr)
+  assert.match(second.stdout, /^Schema is up to date\.$/m)
+
+  const bad = await runScript('cli/migrate.ts', { DATABASE_URL: 'nope' })
+  assert.equal(bad.code, 1)
+  assert.match(bad.stderr, /^Configuration error: DATABASE_URL must be/)
+})

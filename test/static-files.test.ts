@@ -1,0 +1,87 @@
+import assert from 'node:assert/strict'
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { test, type TestContext } from 'node:test'
+import { listeningApp, rawRequest } from './helpers.js'
+
+/** A static folder with a secret file beside it (outside it) to try to reach. */
+function staticFolder (t: TestContext): string {
+  const base = mkdtempSync(join(tmpdir(), 'static-test-'))
+  t.after(() => rmSync(base, { recursive: true, force: true }))
+  const root = join(base, 'public')
+  mkdirSync(join(root, 'docs'), { recursive: true })
+  writeFileSync(join(base, 'secret.txt'), 'TOP SECRET')
+  writeFileSync(join(root, 'index.html'), '<h1>home</h1>')
+  writeFileSync(join(root, 'style.css'), 'body { color: red }')
+  writeFileSync(join(root, 'docs', 'guide.txt'), 'a guide')
+  writeFileSync(join(root, '.env'), 'JWT_SECRET=leaked')
+  writeFileSync(join(root, 'health'), 'a file shadowed by the API')
+  return root
+}
+
+test('the shipped public/index.html is served with its content type and links to the docs', async (t) => {
+  const { port } = await listeningApp(t)
+  const response = await rawRequest(port, { path: '/index.html' })
+  assert.equal(response.statusCode, 200)
+  assert.match(String(response.headers['content-type']), /^text\/html/)
+  assert.match(response.body, /href="\/documentation"/)
+})
+
+test('files are served with their content types, ETag and Last-Modified, and revalidate to 304', async (t) => {
+  const { port } = await listeningApp(t, { STATIC_DIR: staticFolder(t) })
+  const css = await rawRequest(port, { path: '/style.css' })
+  assert.equal(css.statusCode, 200)
+  assert.match(String(css.headers['content-type']), /^text\/css/)
+  assert.equal(css.body, 'body { color: red }')
+  const etag = css.headers.etag as string
+  assert.ok(etag)
+  assert.ok(css.headers['last-modified'])
+
+  const byEtag = await rawRequest(port, { path: '/style.css', headers: { 'if-none-match': etag } })
+  assert.equal(byEtag.statusCode, 304)
+  assert.equal(byEtag.body, '')
+  const byDate = await rawRequest(port, { path: '/style.css', headers: { 'if-modified-since': css.headers['last-modified'] as string } })
+  assert.equal(byDate.statusCode, 304)
+
+  assert.equal((await rawRequest(port, { path: '/docs/guide.txt' })).body, 'a guide')
+})
+
+test('nothing outside the folder is reachable, however the path is encoded', async (t) => {
+  const { port } = await listeningApp(t, { STATIC_DIR: staticFolder(t) })
+  const attempts = [
+    '/../secret.txt', '/docs/../../secret.txt', '/%2e%2e/secret.txt', '/%2E%2E%2Fsecret.txt',
+    '/docs/%2e%2e/%2e%2e/secret.txt', '/..%2fsecret.txt', '/..%5csecret.txt', '/%252e%252e/secret.txt',
+    '/docs/..%2f..%2fsecret.txt', '//secret.txt', '/.%2e/secret.txt', '/%c0%ae%c0%ae/secret.txt', '/secret.txt%00.html'
+  ]
+  for (const path of attempts) {
+    const response = await rawRequest(port, { path })
+    assert.ok(response.statusCode >= 400 && response.statusCode < 500, `${path} answered ${response.statusCode}`)
+    assert.doesNotMatch(response.body, /TOP SECRET/, path)
+    assert.equal(typeof JSON.parse(response.body).error, 'string', `${path} answers a JSON error`)
+  }
+})
+
+test('dotfiles and directories are not served or listed', async (t) => {
+  const { port } = await listeningApp(t, { STATIC_DIR: staticFolder(t) })
+  for (const path of ['/.env', '/docs', '/docs/']) {
+    const response = await rawRequest(port, { path })
+    assert.equal(response.statusCode, 404, path)
+    assert.deepEqual(JSON.parse(response.body), { error: 'Route not found' }, path)
+  }
+})
+
+test('an API route wins over a file of the same path', async (t) => {
+  const { port } = await listeningApp(t, { STATIC_DIR: staticFolder(t) })
+  const response = await rawRequest(port, { path: '/health' })
+  assert.deepEqual(JSON.parse(response.body), { status: 'ok' })
+  const home = await rawRequest(port, { path: '/' })
+  assert.deepEqual(JSON.parse(home.body), { hello: 'world' })
+})
+
+test('a missing file is the JSON 404 of any unknown route', async (t) => {
+  const { port } = await listeningApp(t, { STATIC_DIR: staticFolder(t) })
+  const response = await rawRequest(port, { path: '/missing.png' })
+  assert.equal(response.statusCode, 404)
+  assert.deepEqual(JSON.parse(response.body), { error: 'Route not found' })
+})
