@@ -86,6 +86,11 @@ export function loadConfig (environment: Record<string, string | undefined>): Co
   const parsed = env as unknown as Env
   const production = parsed.NODE_ENV === 'production'
 
+  // Fail closed: a mode that is accepted must be enforced, and token checks are not built yet.
+  if (parsed.AUTH !== 'off') {
+    throw new ConfigError(`AUTH=${parsed.AUTH} is not available yet; only AUTH=off is`)
+  }
+
   if (production && parsed.JWT_SECRET === undefined) {
     throw new ConfigError('JWT_SECRET is required when NODE_ENV=production')
   }

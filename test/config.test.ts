@@ -20,7 +20,6 @@ test('values are read from the environment and converted', () => {
     PORT: '8080',
     HOST: '127.0.0.1',
     DATABASE_URL: 'postgres://app:secret@db.internal:5432/users',
-    AUTH: 'writes',
     CORS_ORIGIN: 'https://a.example.com,https://b.example.com:8443',
     LOG_LEVEL: 'debug',
     BODY_LIMIT: '2048',
@@ -29,10 +28,15 @@ test('values are read from the environment and converted', () => {
   assert.equal(config.port, 8080)
   assert.equal(config.host, '127.0.0.1')
   assert.deepEqual(config.database, { dialect: 'postgres', connectionString: 'postgres://app:secret@db.internal:5432/users' })
-  assert.equal(config.auth, 'writes')
   assert.deepEqual(config.corsOrigin, ['https://a.example.com', 'https://b.example.com:8443'])
   assert.equal(config.bodyLimit, 2048)
   assert.deepEqual(loadConfig({ DATABASE_URL: 'sqlite::memory:' }).database, { dialect: 'sqlite', filename: ':memory:' })
+})
+
+test('AUTH modes that need tokens are refused until token checks exist, so none is silently unenforced', () => {
+  for (const mode of ['writes', 'all']) {
+    assert.throws(() => loadConfig({ AUTH: mode }), new RegExp(`^ConfigError: AUTH=${mode} is not available yet; only AUTH=off is$`))
+  }
 })
 
 test('an empty variable counts as unset', () => {
