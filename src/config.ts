@@ -13,6 +13,7 @@ const EnvSchema = Type.Object({
   PORT: Type.Integer({ minimum: 0, maximum: 65535, default: 3000 }),
   HOST: Type.String({ minLength: 1, default: '0.0.0.0' }),
   DATABASE_URL: Type.String({ default: 'sqlite:data/app.db' }),
+  DATABASE_POOL_SIZE: Type.Integer({ minimum: 1, maximum: 1000, default: 10 }),
   JWT_SECRET: Type.Optional(Type.String({ minLength: 1 })),
   AUTH: Type.Enum(['off', 'writes', 'all'], { default: 'off' }),
   CORS_ORIGIN: Type.Optional(Type.String({ minLength: 1 })),
@@ -27,7 +28,7 @@ export type AuthMode = Env['AUTH']
 
 export type DatabaseConfig =
   | { dialect: 'sqlite', filename: string }
-  | { dialect: 'postgres', connectionString: string }
+  | { dialect: 'postgres', connectionString: string, poolSize: number }
 
 export interface Config {
   production: boolean
@@ -99,7 +100,7 @@ export function loadConfig (environment: Record<string, string | undefined>): Co
     production,
     port: parsed.PORT,
     host: parsed.HOST,
-    database: parseDatabaseUrl(parsed.DATABASE_URL),
+    database: parseDatabaseUrl(parsed.DATABASE_URL, parsed.DATABASE_POOL_SIZE),
     jwt: parsed.JWT_SECRET === undefined
       ? { secret: randomBytes(32).toString('base64url'), generated: true }
       : { secret: parsed.JWT_SECRET, generated: false },
@@ -111,14 +112,22 @@ export function loadConfig (environment: Record<string, string | undefined>): Co
   }
 }
 
-function parseDatabaseUrl (url: string): DatabaseConfig {
+function parseDatabaseUrl (url: string, poolSize: number): DatabaseConfig {
   if (url.startsWith('sqlite:') && url.length > 'sqlite:'.length) {
     return { dialect: 'sqlite', filename: url.slice('sqlite:'.length) }
   }
   if (/^postgres(ql)?:\/\//.test(url) && URL.canParse(url) && new URL(url).hostname !== '') {
-    return { dialect: 'postgres', connectionString: url }
+    return { dialect: 'postgres', connectionString: url, poolSize }
   }
   throw new ConfigError('DATABASE_URL must be sqlite:<path>, sqlite::memory: or postgres://user:password@host:port/database')
+}
+
+/** The database URL as it may be shown: any password replaced by `***`. */
+export function describeDatabase (database: DatabaseConfig): string {
+  if (database.dialect === 'sqlite') return `sqlite:${database.filename}`
+  const url = new URL(database.connectionString)
+  if (url.password !== '') url.password = '***'
+  return url.href
 }
 
 function parseOrigins (list: string): string[] {

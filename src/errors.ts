@@ -6,6 +6,7 @@
  */
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
 import { Type } from 'typebox'
+import { isDatabaseUnavailable } from './db/errors.js'
 
 /** The schema of an error answer, described for one route and status. */
 export function errorResponse (description: string) {
@@ -43,6 +44,9 @@ function answerFor (error: FastifyError): ErrorAnswer {
   if (error.validation !== undefined) {
     return { statusCode: 400, message: error.message }
   }
+  if (isDatabaseUnavailable(error)) {
+    return { statusCode: 503, message: 'Database unavailable' }
+  }
   const statusCode = error.statusCode ?? 500
   if (statusCode >= 400 && statusCode < 500) {
     return { statusCode, message: FASTIFY_MESSAGES[error.code] ?? error.message }
@@ -52,8 +56,9 @@ function answerFor (error: FastifyError): ErrorAnswer {
 
 function replyWithError (error: FastifyError, request: FastifyRequest, reply: FastifyReply): FastifyReply {
   const { statusCode, message } = answerFor(error)
-  if (statusCode >= 500 && !(error instanceof AppError)) {
-    request.log.error({ err: error }, 'unhandled error')
+  if (!(error instanceof AppError)) {
+    if (statusCode === 503) request.log.warn({ err: error }, 'database unavailable')
+    else if (statusCode >= 500) request.log.error({ err: error }, 'unhandled error')
   }
   return reply.code(statusCode).type('application/json; charset=utf-8').send({ error: message })
 }

@@ -6,6 +6,7 @@
 import closeWithGrace from 'close-with-grace'
 import { buildApp } from './app.js'
 import { ConfigError, loadConfig, readEnvironment, type Config } from './config.js'
+import { DatabaseStartupError } from './plugins/storage.js'
 
 const SHUTDOWN_GRACE_MS = 10_000
 
@@ -19,8 +20,18 @@ function configOrExit (): Config {
   }
 }
 
+async function appOrExit (config: Config) {
+  try {
+    return await buildApp(config)
+  } catch (error) {
+    if (!(error instanceof DatabaseStartupError)) throw error
+    process.stderr.write(`Start-up failed: ${error.message.replace(/\s+/g, ' ')}\n`)
+    process.exit(1)
+  }
+}
+
 const config = configOrExit()
-const app = await buildApp(config)
+const app = await appOrExit(config)
 
 closeWithGrace({ delay: SHUTDOWN_GRACE_MS, logger: app.log }, async ({ signal, err }) => {
   if (err !== undefined) app.log.fatal({ err }, 'fatal error, shutting down')

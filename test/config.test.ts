@@ -27,7 +27,9 @@ test('values are read from the environment and converted', () => {
   })
   assert.equal(config.port, 8080)
   assert.equal(config.host, '127.0.0.1')
-  assert.deepEqual(config.database, { dialect: 'postgres', connectionString: 'postgres://app:secret@db.internal:5432/users' })
+  assert.deepEqual(config.database, { dialect: 'postgres', connectionString: 'postgres://app:secret@db.internal:5432/users', poolSize: 10 })
+  assert.deepEqual(loadConfig({ DATABASE_URL: 'postgres://db/users', DATABASE_POOL_SIZE: '25' }).database,
+    { dialect: 'postgres', connectionString: 'postgres://db/users', poolSize: 25 })
   assert.deepEqual(config.corsOrigin, ['https://a.example.com', 'https://b.example.com:8443'])
   assert.equal(config.bodyLimit, 2048)
   assert.deepEqual(loadConfig({ DATABASE_URL: 'sqlite::memory:' }).database, { dialect: 'sqlite', filename: ':memory:' })
@@ -55,6 +57,7 @@ test('a bad value is refused with one line naming the variable', () => {
     [{ AUTH: 'sometimes' }, /^AUTH must be one of off, writes, all \(got "sometimes"\)$/],
     [{ LOG_LEVEL: 'loud' }, /^LOG_LEVEL must be one of fatal, error, warn, info, debug, trace, silent/],
     [{ BODY_LIMIT: '0' }, /^BODY_LIMIT must be >= 1/],
+    [{ DATABASE_POOL_SIZE: '0' }, /^DATABASE_POOL_SIZE must be >= 1/],
     [{ BODY_LIMIT: '1MB' }, /^BODY_LIMIT must be integer/],
     [{ CORS_ORIGIN: 'example.com' }, /^CORS_ORIGIN must be a comma-separated list of origins/],
     [{ CORS_ORIGIN: 'https://example.com/path' }, /^CORS_ORIGIN /]

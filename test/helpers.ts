@@ -1,9 +1,14 @@
 /** Shared test fixtures: an app on a fresh in-memory database, and a captured log. */
 import assert from 'node:assert/strict'
 import http from 'node:http'
+import { randomBytes } from 'node:crypto'
+import { mkdtempSync, rmSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
 import { Writable } from 'node:stream'
 import type { TestContext } from 'node:test'
 import type { FastifyInstance } from 'fastify'
+import pg from 'pg'
 import { buildApp } from '../src/app.js'
 import { loadConfig } from '../src/config.js'
 
@@ -18,6 +23,63 @@ export async function testApp (t: TestContext, env: Env = {}, logStream?: Writab
   const app = await buildApp(testConfig(env), logStream === undefined ? {} : { logStream })
   t.after(() => app.close())
   return app
+}
+
+/** Builds the app on a fresh database of the given backend. */
+export async function testAppOn (t: TestContext, database: TestDatabase, env: Env = {}, logStream?: Writable): Promise<FastifyInstance> {
+  return await testApp(t, { DATABASE_URL: await database.url(t), ...env }, logStream)
+}
+
+/** A folder of the test's own, removed when it ends. */
+export function temporaryFolder (t: TestContext): string {
+  const folder = mkdtempSync(join(tmpdir(), 'service-test-'))
+  t.after(() => rmSync(folder, { recursive: true, force: true }))
+  return folder
+}
+
+const postgresUrl = process.env.TEST_DATABASE_URL
+
+export interface TestDatabase {
+  name: 'SQLite' | 'PostgreSQL'
+  /** Why this backend's tests are skipped, or false when they run. */
+  skip: string | false
+  /** A fresh, empty database for one test, usable by several processes at once. */
+  url: (t: TestContext) => Promise<string>
+}
+
+/**
+ * Every test that touches storage runs once per backend. PostgreSQL runs when
+ * TEST_DATABASE_URL is set; each test gets a schema of its own, dropped when it ends.
+ */
+export const testDatabases: TestDatabase[] = [
+  { name: 'SQLite', skip: false, url: async (t) => `sqlite:${join(temporaryFolder(t), 'app.db')}` },
+  {
+    name: 'PostgreSQL',
+    skip: postgresUrl === undefined ? 'TEST_DATABASE_URL is not set' : false,
+    url: (t) => postgresSchema(t, postgresUrl as string)
+  }
+]
+
+/** Runs an admin statement (create or drop a schema, read pg_stat_activity) on the test server. */
+export async function postgresQuery<Row extends pg.QueryResultRow = pg.QueryResultRow> (text: string, values: unknown[] = []): Promise<Row[]> {
+  const client = new pg.Client({ connectionString: postgresUrl })
+  await client.connect()
+  try {
+    return (await client.query<Row>(text, values)).rows
+  } finally {
+    await client.end()
+  }
+}
+
+async function postgresSchema (t: TestContext, serverUrl: string): Promise<string> {
+  const schema = `test_${randomBytes(6).toString('hex')}`
+  await postgresQuery(`create schema ${schema}`)
+  t.after(() => postgresQuery(`drop schema ${schema} cascade`))
+  const url = new URL(serverUrl)
+  url.searchParams.set('options', `-c search_path=${schema}`)
+  // Lets a test find this schema's connections in pg_stat_activity.
+  url.searchParams.set('application_name', schema)
+  return url.href
 }
 
 /** A log destination that keeps every line it is given, parsed. */
@@ -56,7 +118,10 @@ export function rawRequest (
       response.on('data', (chunk: string) => { body += chunk })
       response.on('end', () => resolve({ statusCode: response.statusCode ?? 0, headers: response.headers, body }))
     })
-    request.on('error', reject)
+    request.on('error', (error) => {
+      error.message = `${options.method ?? 'GET'} ${options.path}: ${error.message}`
+      reject(error)
+    })
     request.end(options.body)
   })
 }

@@ -18,6 +18,8 @@ export interface RunningService {
   port: number
   /** Everything written to standard output so far, line by line. */
   stdout: string[]
+  /** Everything written to standard error so far. */
+  stderr: () => string
   exited: Promise<Exit>
 }
 
@@ -56,7 +58,7 @@ export async function startService (t: TestContext, env: Record<string, string>,
     })
     exited.then((exit) => reject(new Error(`service exited (${JSON.stringify(exit)}) before listening: ${stderr}`)), reject)
   })
-  return { child, port, stdout, exited }
+  return { child, port, stdout, stderr: () => stderr, exited }
 }
 
 /** Runs a script to completion and collects what it printed. */

@@ -1,17 +1,10 @@
 import assert from 'node:assert/strict'
-import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs'
+import { existsSync, writeFileSync } from 'node:fs'
 import http from 'node:http'
-import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { test, type TestContext } from 'node:test'
-import { rawRequest } from './helpers.js'
+import { describe, test } from 'node:test'
+import { postgresQuery, rawRequest, temporaryFolder, testDatabases } from './helpers.js'
 import { runScript, startService } from './process.js'
-
-function temporaryFolder (t: TestContext): string {
-  const folder = mkdtempSync(join(tmpdir(), 'service-test-'))
-  t.after(() => rmSync(folder, { recursive: true, force: true }))
-  return folder
-}
 
 test('start-up prints the listening address and the docs URL in its first lines', async (t) => {
   const folder = temporaryFolder(t)
@@ -52,70 +45,83 @@ test('settings are read from .env in the working directory; the environment wins
   assert.equal(response.statusCode, 201, 'BODY_LIMIT from the environment (1000), not from .env (64)')
 })
 
-test('SIGTERM lets a request in flight finish, closes the database and exits 0', async (t) => {
-  const folder = temporaryFolder(t)
-  const database = join(folder, 'app.db')
-  const service = await startService(t, { DATABASE_URL: `sqlite:${database}` })
-  assert.ok(existsSync(`${database}-wal`), 'the database is open in WAL mode')
+for (const database of testDatabases) {
+  describe(`on ${database.name}`, { skip: database.skip }, () => {
+    test('SIGTERM lets a request in flight finish, closes the database and exits 0', async (t) => {
+      const url = await database.url(t)
+      const service = await startService(t, { DATABASE_URL: url })
 
-  // A client that keeps its connection open after the answer must not hold the shutdown.
-  const agent = new http.Agent({ keepAlive: true })
-  t.after(() => agent.destroy())
-  const body = JSON.stringify({ name: 'Ada', email: 'ada@example.com' })
-  const answer = new Promise<{ statusCode: number, body: string }>((resolve, reject) => {
-    const request = http.request({ agent, host: '127.0.0.1', port: service.port, method: 'POST', path: '/users', headers: { 'content-type': 'application/json', 'content-length': body.length } }, (response) => {
-      let text = ''
-      response.on('data', (chunk) => { text += chunk })
-      response.on('end', () => resolve({ statusCode: response.statusCode ?? 0, body: text }))
+      // A client that keeps its connection open after the answer must not hold the shutdown.
+      const agent = new http.Agent({ keepAlive: true })
+      t.after(() => agent.destroy())
+      const body = JSON.stringify({ name: 'Ada', email: 'ada@example.com' })
+      const answer = new Promise<{ statusCode: number, body: string }>((resolve, reject) => {
+        const request = http.request({ agent, host: '127.0.0.1', port: service.port, method: 'POST', path: '/users', headers: { 'content-type': 'application/json', 'content-length': body.length } }, (response) => {
+          let text = ''
+          response.on('data', (chunk) => { text += chunk })
+          response.on('end', () => resolve({ statusCode: response.statusCode ?? 0, body: text }))
+        })
+        request.on('error', reject)
+        // Half the body now, the signal, then the rest: the request is in flight when SIGTERM lands.
+        request.write(body.slice(0, 10))
+        setTimeout(() => {
+          service.child.kill('SIGTERM')
+          setTimeout(() => request.end(body.slice(10)), 300)
+        }, 200)
+      })
+
+      const response = await answer
+      assert.equal(response.statusCode, 201)
+      assert.equal(response.body, body)
+      assert.deepEqual(await service.exited, { code: 0, signal: null })
+      assert.ok(service.stdout.some((line) => line.includes('shutting down')))
+      assert.equal(await openConnections(url), 0, 'the database was closed')
     })
-    request.on('error', reject)
-    // Half the body now, the signal, then the rest: the request is in flight when SIGTERM lands.
-    request.write(body.slice(0, 10))
-    setTimeout(() => {
-      service.child.kill('SIGTERM')
-      setTimeout(() => request.end(body.slice(10)), 300)
-    }, 200)
+
+    test('a 201 is durable: SIGKILL right after it loses nothing', async (t) => {
+      const env = { DATABASE_URL: await database.url(t) }
+      const first = await startService(t, env)
+      const created = []
+      for (let i = 0; i < 20; i++) {
+        const body = JSON.stringify({ name: `user${i}`, email: `user${i}@example.com` })
+        const response = await rawRequest(first.port, { method: 'POST', path: '/users', body, headers: { 'content-type': 'application/json' } })
+        assert.equal(response.statusCode, 201)
+        created.push(response.headers.location)
+      }
+      first.child.kill('SIGKILL')
+      assert.equal((await first.exited).signal, 'SIGKILL')
+
+      const second = await startService(t, env)
+      const list = await rawRequest(second.port, { path: '/users' })
+      assert.equal(list.headers['x-total-count'], '20')
+      assert.deepEqual(JSON.parse(list.body).map((user: { id: number }) => `/users/${user.id}`), created)
+    })
+
+    test('npm run migrate creates the schema, then finds it up to date', async (t) => {
+      const env = { DATABASE_URL: await database.url(t) }
+      const first = await runScript('cli/migrate.ts', env)
+      assert.equal(first.code, 0, first.stderr)
+      assert.match(first.stdout, /^Applied: 2026-11-22-create-users$/m)
+      const second = await runScript('cli/migrate.ts', env)
+      assert.equal(second.code, 0, second.stderr)
+      assert.match(second.stdout, /^Schema is up to date\.$/m)
+    })
   })
+}
 
-  const response = await answer
-  assert.equal(response.statusCode, 201)
-  assert.equal(response.body, body)
-  assert.deepEqual(await service.exited, { code: 0, signal: null })
-  assert.ok(service.stdout.some((line) => line.includes('shutting down')))
-  assert.ok(!existsSync(`${database}-wal`), 'the database was closed cleanly (its WAL checkpointed and removed)')
-})
-
-test('a 201 is durable: SIGKILL right after it loses nothing', async (t) => {
-  const folder = temporaryFolder(t)
-  const env = { DATABASE_URL: `sqlite:${join(folder, 'app.db')}` }
-  const first = await startService(t, env)
-  const created = []
-  for (let i = 0; i < 20; i++) {
-    const body = JSON.stringify({ name: `user${i}`, email: `user${i}@example.com` })
-    const response = await rawRequest(first.port, { method: 'POST', path: '/users', body, headers: { 'content-type': 'application/json' } })
-    assert.equal(response.statusCode, 201)
-    created.push(response.headers.location)
-  }
-  first.child.kill('SIGKILL')
-  assert.equal((await first.exited).signal, 'SIGKILL')
-
-  const second = await startService(t, env)
-  const list = await rawRequest(second.port, { path: '/users' })
-  assert.equal(list.headers['x-total-count'], '20')
-  assert.deepEqual(JSON.parse(list.body).map((user: { id: number }) => `/users/${user.id}`), created)
-})
-
-test('npm run migrate creates the schema, then finds it up to date', async (t) => {
-  const folder = temporaryFolder(t)
-  const env = { DATABASE_URL: `sqlite:${join(folder, 'app.db')}` }
-  const first = await runScript('cli/migrate.ts', env)
-  assert.equal(first.code, 0, first.stderr)
-  assert.match(first.stdout, /^Applied: 2026-11-22-create-users$/m)
-  const second = await runScript('cli/migrate.ts', env)
-  assert.equal(second.code, 0, second.stderr)
-  assert.match(second.stdout, /^Schema is up to date\.$/m)
-
+test('npm run migrate refuses a bad DATABASE_URL with one line', async () => {
   const bad = await runScript('cli/migrate.ts', { DATABASE_URL: 'nope' })
   assert.equal(bad.code, 1)
   assert.match(bad.stderr, /^Configuration error: DATABASE_URL must be/)
 })
+
+/**
+ * Connections the service left open: on SQLite, a WAL file that a clean close would have
+ * checkpointed and removed; on PostgreSQL, sessions under the test schema's application name.
+ */
+async function openConnections (url: string): Promise<number> {
+  if (url.startsWith('sqlite:')) return existsSync(`${url.slice('sqlite:'.length)}-wal`) ? 1 : 0
+  const applicationName = new URL(url).searchParams.get('application_name')
+  const [row] = await postgresQuery<{ count: string }>('select count(*) from pg_stat_activity where application_name = $1', [applicationName])
+  return Number(row?.count)
+}

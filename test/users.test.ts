@@ -1,131 +1,135 @@
 import assert from 'node:assert/strict'
-import { test } from 'node:test'
-import { postJson, testApp } from './helpers.js'
+import { describe, test } from 'node:test'
+import { postJson, testAppOn, testDatabases } from './helpers.js'
 
 const ada = { name: 'Ada', email: 'ada@example.com' }
 
-test('POST /users stores the user and answers 201 with the body exactly as sent', async (t) => {
-  const app = await testApp(t)
-  const raw = '{"email":"ada@example.com","name":"Ada","team":{"roles":["admin"],"since":1843},"note":null}'
-  const response = await app.inject({ method: 'POST', url: '/users', payload: raw, headers: { 'content-type': 'application/json' } })
-  assert.equal(response.statusCode, 201)
-  assert.equal(response.body, raw)
-  assert.equal(response.headers.location, '/users/1')
+for (const database of testDatabases) {
+  describe(`users stored in ${database.name}`, { skip: database.skip }, () => {
+    test('POST /users stores the user and answers 201 with the body exactly as sent', async (t) => {
+      const app = await testAppOn(t, database)
+      const raw = '{"email":"ada@example.com","name":"Ada","team":{"roles":["admin"],"since":1843},"note":null}'
+      const response = await app.inject({ method: 'POST', url: '/users', payload: raw, headers: { 'content-type': 'application/json' } })
+      assert.equal(response.statusCode, 201)
+      assert.equal(response.body, raw)
+      assert.equal(response.headers.location, '/users/1')
 
-  const stored = await app.inject('/users/1')
-  assert.deepEqual(stored.json(), { id: '1', name: 'Ada' })
-})
+      const stored = await app.inject('/users/1')
+      assert.deepEqual(stored.json(), { id: '1', name: 'Ada' })
+    })
 
-test('POST /users gives each user the next integer id', async (t) => {
-  const app = await testApp(t)
-  const locations = []
-  for (const name of ['Ada', 'Grace', 'Edsger']) {
-    locations.push((await postJson(app, '/users', { name, email: `${name.toLowerCase()}@example.com` })).headers.location)
-  }
-  assert.deepEqual(locations, ['/users/1', '/users/2', '/users/3'])
-})
+    test('POST /users gives each user the next integer id', async (t) => {
+      const app = await testAppOn(t, database)
+      const locations = []
+      for (const name of ['Ada', 'Grace', 'Edsger']) {
+        locations.push((await postJson(app, '/users', { name, email: `${name.toLowerCase()}@example.com` })).headers.location)
+      }
+      assert.deepEqual(locations, ['/users/1', '/users/2', '/users/3'])
+    })
 
-test('concurrent POST /users each get their own id and all appear', async (t) => {
-  const app = await testApp(t)
-  const responses = await Promise.all(Array.from({ length: 50 }, (_, i) =>
-    postJson(app, '/users', { name: `user${i}`, email: `user${i}@example.com` })))
-  const ids = new Set(responses.map((response) => response.headers.location))
-  assert.equal(ids.size, 50)
-  const list = await app.inject('/users?limit=1000')
-  assert.equal(list.json().length, 50)
-  assert.equal(list.headers['x-total-count'], '50')
-})
+    test('concurrent POST /users each get their own id and all appear', async (t) => {
+      const app = await testAppOn(t, database)
+      const responses = await Promise.all(Array.from({ length: 50 }, (_, i) =>
+        postJson(app, '/users', { name: `user${i}`, email: `user${i}@example.com` })))
+      const ids = new Set(responses.map((response) => response.headers.location))
+      assert.equal(ids.size, 50)
+      const list = await app.inject('/users?limit=1000')
+      assert.equal(list.json().length, 50)
+      assert.equal(list.headers['x-total-count'], '50')
+    })
 
-test('POST /users requires name and email, and checks their types and format', async (t) => {
-  const app = await testApp(t)
-  const cases: Array<[unknown, string]> = [
-    [{ email: 'ada@example.com' }, "body must have required property 'name'"],
-    [{ name: 'Ada' }, "body must have required property 'email'"],
-    [{ name: 'Ada', email: 'not-an-email' }, 'body/email must match format "email"'],
-    [{ name: 123, email: 'ada@example.com' }, 'body/name must be string'],
-    [{ name: '', email: 'ada@example.com' }, 'body/name must NOT have fewer than 1 characters'],
-    [[ada], 'body must be object'],
-    ['Ada', 'body must be object']
-  ]
-  for (const [body, error] of cases) {
-    const response = await postJson(app, '/users', body)
-    assert.equal(response.statusCode, 400, JSON.stringify(body))
-    assert.deepEqual(response.json(), { error })
-  }
-  assert.equal((await app.inject('/users')).headers['x-total-count'], '0', 'nothing was stored')
-})
+    test('POST /users requires name and email, and checks their types and format', async (t) => {
+      const app = await testAppOn(t, database)
+      const cases: Array<[unknown, string]> = [
+        [{ email: 'ada@example.com' }, "body must have required property 'name'"],
+        [{ name: 'Ada' }, "body must have required property 'email'"],
+        [{ name: 'Ada', email: 'not-an-email' }, 'body/email must match format "email"'],
+        [{ name: 123, email: 'ada@example.com' }, 'body/name must be string'],
+        [{ name: '', email: 'ada@example.com' }, 'body/name must NOT have fewer than 1 characters'],
+        [[ada], 'body must be object'],
+        ['Ada', 'body must be object']
+      ]
+      for (const [body, error] of cases) {
+        const response = await postJson(app, '/users', body)
+        assert.equal(response.statusCode, 400, JSON.stringify(body))
+        assert.deepEqual(response.json(), { error })
+      }
+      assert.equal((await app.inject('/users')).headers['x-total-count'], '0', 'nothing was stored')
+    })
 
-test('GET /users lists stored users by ascending id, a page at a time, with X-Total-Count', async (t) => {
-  const app = await testApp(t)
-  assert.deepEqual((await app.inject('/users')).json(), [])
-  for (let i = 1; i <= 5; i++) await postJson(app, '/users', { name: `user${i}`, email: `user${i}@example.com` })
+    test('GET /users lists stored users by ascending id, a page at a time, with X-Total-Count', async (t) => {
+      const app = await testAppOn(t, database)
+      assert.deepEqual((await app.inject('/users')).json(), [])
+      for (let i = 1; i <= 5; i++) await postJson(app, '/users', { name: `user${i}`, email: `user${i}@example.com` })
 
-  const all = await app.inject('/users')
-  assert.equal(all.statusCode, 200)
-  assert.equal(all.headers['x-total-count'], '5')
-  assert.deepEqual(all.json().map((user: { id: number }) => user.id), [1, 2, 3, 4, 5])
-  assert.deepEqual(all.json()[0], { id: 1, name: 'user1' })
+      const all = await app.inject('/users')
+      assert.equal(all.statusCode, 200)
+      assert.equal(all.headers['x-total-count'], '5')
+      assert.deepEqual(all.json().map((user: { id: number }) => user.id), [1, 2, 3, 4, 5])
+      assert.deepEqual(all.json()[0], { id: 1, name: 'user1' })
 
-  const page = await app.inject('/users?limit=2&offset=3')
-  assert.deepEqual(page.json(), [{ id: 4, name: 'user4' }, { id: 5, name: 'user5' }])
-  assert.equal(page.headers['x-total-count'], '5')
-})
+      const page = await app.inject('/users?limit=2&offset=3')
+      assert.deepEqual(page.json(), [{ id: 4, name: 'user4' }, { id: 5, name: 'user5' }])
+      assert.equal(page.headers['x-total-count'], '5')
+    })
 
-test('GET /users refuses a limit or offset out of range', async (t) => {
-  const app = await testApp(t)
-  const cases: Array<[string, string]> = [
-    ['limit=0', 'querystring/limit must be >= 1'],
-    ['limit=1001', 'querystring/limit must be <= 1000'],
-    ['limit=ten', 'querystring/limit must be integer'],
-    ['offset=-1', 'querystring/offset must be >= 0'],
-    ['offset=1e300', 'querystring/offset must be <= 2147483647']
-  ]
-  for (const [query, error] of cases) {
-    const response = await app.inject(`/users?${query}`)
-    assert.equal(response.statusCode, 400, query)
-    assert.deepEqual(response.json(), { error })
-  }
-})
+    test('GET /users refuses a limit or offset out of range', async (t) => {
+      const app = await testAppOn(t, database)
+      const cases: Array<[string, string]> = [
+        ['limit=0', 'querystring/limit must be >= 1'],
+        ['limit=1001', 'querystring/limit must be <= 1000'],
+        ['limit=ten', 'querystring/limit must be integer'],
+        ['offset=-1', 'querystring/offset must be >= 0'],
+        ['offset=1e300', 'querystring/offset must be <= 2147483647']
+      ]
+      for (const [query, error] of cases) {
+        const response = await app.inject(`/users?${query}`)
+        assert.equal(response.statusCode, 400, query)
+        assert.deepEqual(response.json(), { error })
+      }
+    })
 
-test('GET /users/{id} answers 404 for an unknown, non-numeric or non-canonical id', async (t) => {
-  const app = await testApp(t)
-  await postJson(app, '/users', ada)
-  for (const id of ['2', 'abc', '01', '1.0', '-1', '0', '99999999999999999999', '2147483648', '%20']) {
-    const response = await app.inject(`/users/${id}`)
-    assert.equal(response.statusCode, 404, id)
-    assert.deepEqual(response.json(), { error: 'User not found' })
-  }
-})
+    test('GET /users/{id} answers 404 for an unknown, non-numeric or non-canonical id', async (t) => {
+      const app = await testAppOn(t, database)
+      await postJson(app, '/users', ada)
+      for (const id of ['2', 'abc', '01', '1.0', '-1', '0', '99999999999999999999', '2147483648', '%20']) {
+        const response = await app.inject(`/users/${id}`)
+        assert.equal(response.statusCode, 404, id)
+        assert.deepEqual(response.json(), { error: 'User not found' })
+      }
+    })
 
-test('POST /users/{id} answers the path id with name and email, and stores nothing', async (t) => {
-  const app = await testApp(t)
-  const id = '507f1f77bcf86cd799439011'
-  const response = await postJson(app, `/users/${id}?limit=5&offset=2`, { ...ada, age: 36 })
-  assert.equal(response.statusCode, 200)
-  assert.deepEqual(response.json(), { id, ...ada })
-  assert.equal((await app.inject('/users')).headers['x-total-count'], '0')
+    test('POST /users/{id} answers the path id with name and email, and stores nothing', async (t) => {
+      const app = await testAppOn(t, database)
+      const id = '507f1f77bcf86cd799439011'
+      const response = await postJson(app, `/users/${id}?limit=5&offset=2`, { ...ada, age: 36 })
+      assert.equal(response.statusCode, 200)
+      assert.deepEqual(response.json(), { id, ...ada })
+      assert.equal((await app.inject('/users')).headers['x-total-count'], '0')
 
-  const upper = await postJson(app, '/users/507F1F77BCF86CD799439011', ada)
-  assert.equal(upper.statusCode, 200, 'hexadecimal digits may be upper case')
-})
+      const upper = await postJson(app, '/users/507F1F77BCF86CD799439011', ada)
+      assert.equal(upper.statusCode, 200, 'hexadecimal digits may be upper case')
+    })
 
-test('POST /users/{id} validates path, query and body together', async (t) => {
-  const app = await testApp(t)
-  const id = '507f1f77bcf86cd799439011'
-  const cases: Array<[string, unknown, string]> = [
-    ['/users/507f1f77bcf86cd79943901', ada, 'params/id must match pattern "^[0-9a-fA-F]{24}$"'],
-    ['/users/507f1f77bcf86cd79943901g', ada, 'params/id must match pattern "^[0-9a-fA-F]{24}$"'],
-    [`/users/${id}?limit=abc`, ada, 'querystring/limit must be integer'],
-    [`/users/${id}?offset=-3`, ada, 'querystring/offset must be >= 0'],
-    [`/users/${id}`, { ...ada, age: -1 }, 'body/age must be >= 0'],
-    [`/users/${id}`, { ...ada, age: 3.5 }, 'body/age must be integer'],
-    [`/users/${id}`, { ...ada, age: '36' }, 'body/age must be integer'],
-    [`/users/${id}`, { ...ada, role: 'admin' }, 'body must NOT have additional property "role"'],
-    [`/users/${id}`, { name: 'Ada' }, "body must have required property 'email'"]
-  ]
-  for (const [url, body, error] of cases) {
-    const response = await postJson(app, url, body)
-    assert.equal(response.statusCode, 400, `${url} ${JSON.stringify(body)}`)
-    assert.deepEqual(response.json(), { error })
-  }
-})
+    test('POST /users/{id} validates path, query and body together', async (t) => {
+      const app = await testAppOn(t, database)
+      const id = '507f1f77bcf86cd799439011'
+      const cases: Array<[string, unknown, string]> = [
+        ['/users/507f1f77bcf86cd79943901', ada, 'params/id must match pattern "^[0-9a-fA-F]{24}$"'],
+        ['/users/507f1f77bcf86cd79943901g', ada, 'params/id must match pattern "^[0-9a-fA-F]{24}$"'],
+        [`/users/${id}?limit=abc`, ada, 'querystring/limit must be integer'],
+        [`/users/${id}?offset=-3`, ada, 'querystring/offset must be >= 0'],
+        [`/users/${id}`, { ...ada, age: -1 }, 'body/age must be >= 0'],
+        [`/users/${id}`, { ...ada, age: 3.5 }, 'body/age must be integer'],
+        [`/users/${id}`, { ...ada, age: '36' }, 'body/age must be integer'],
+        [`/users/${id}`, { ...ada, role: 'admin' }, 'body must NOT have additional property "role"'],
+        [`/users/${id}`, { name: 'Ada' }, "body must have required property 'email'"]
+      ]
+      for (const [url, body, error] of cases) {
+        const response = await postJson(app, url, body)
+        assert.equal(response.statusCode, 400, `${url} ${JSON.stringify(body)}`)
+        assert.deepEqual(response.json(), { error })
+      }
+    })
+  })
+}

@@ -13,11 +13,35 @@ import type { Database } from './schema.js'
 
 export type Dialect = DatabaseConfig['dialect']
 
-export function createDatabase (config: DatabaseConfig): Kysely<Database> {
+/**
+ * How long a request may wait for PostgreSQL before it is answered 503: for a connection
+ * (when the pool is exhausted or the server unreachable) and for a query's answer (when
+ * the network drops packets silently). Our queries take milliseconds; these bound outages.
+ */
+export const CONNECT_TIMEOUT_MS = 3000
+export const QUERY_TIMEOUT_MS = 5000
+
+/**
+ * @param onConnectionError told when an idle pooled connection breaks (the database went
+ * away); the pool drops it and opens a new one when needed.
+ */
+export function createDatabase (config: DatabaseConfig, onConnectionError: (error: Error) => void = () => {}): Kysely<Database> {
   if (config.dialect === 'postgres') {
-    return new Kysely<Database>({
-      dialect: new PostgresDialect({ pool: new pg.Pool({ connectionString: config.connectionString }) })
+    const pool = new pg.Pool({
+      connectionString: config.connectionString,
+      max: config.poolSize,
+      connectionTimeoutMillis: CONNECT_TIMEOUT_MS,
+      query_timeout: QUERY_TIMEOUT_MS,
+      keepAlive: true
     })
+    // A connection that drops while idle is reported by the pool; without a listener, that
+    // report would crash the process.
+    pool.on('error', onConnectionError)
+    // One that drops while checked out (between a query and its release) is reported by the
+    // client itself, which the pool leaves unlistened then. Its query, if any, has failed
+    // already and is answered 503; the pool discards the broken client on release.
+    pool.on('connect', (client) => client.on('error', () => {}))
+    return new Kysely<Database>({ dialect: new PostgresDialect({ pool }) })
   }
   return new Kysely<Database>({ dialect: new SqliteDialect({ database: openSqlite(config.filename) }) })
 }

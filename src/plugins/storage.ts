@@ -5,7 +5,7 @@
 import type { FastifyInstance } from 'fastify'
 import fp from 'fastify-plugin'
 import { sql, type Kysely } from 'kysely'
-import type { DatabaseConfig } from '../config.js'
+import { describeDatabase, type DatabaseConfig } from '../config.js'
 import { createDatabase } from '../db/database.js'
 import { migrateToLatest } from '../db/migrate.js'
 import type { Database } from '../db/schema.js'
@@ -19,13 +19,28 @@ declare module 'fastify' {
   }
 }
 
-async function storage (app: FastifyInstance, options: { database: DatabaseConfig }): Promise<void> {
-  const db: Kysely<Database> = createDatabase(options.database)
-  app.addHook('onClose', async () => await db.destroy())
-  await migrateToLatest(db, options.database.dialect)
+/** The database could not be opened or migrated at start-up; the message says which and why. */
+export class DatabaseStartupError extends Error {
+  override name = 'DatabaseStartupError'
+}
 
-  app.decorate('users', createUserRepository(db))
-  app.decorate('checkDatabase', async () => { await sql`select 1`.execute(db) })
+async function storage (app: FastifyInstance, options: { database: DatabaseConfig }): Promise<void> {
+  let db: Kysely<Database> | undefined
+  try {
+    db = createDatabase(options.database, (error) => {
+      app.log.warn({ err: error }, 'database connection lost; it will be reopened when needed')
+    })
+    await migrateToLatest(db, options.database.dialect)
+  } catch (error) {
+    await db?.destroy()
+    const reason = error instanceof Error ? error.message : String(error)
+    throw new DatabaseStartupError(`cannot use DATABASE_URL ${describeDatabase(options.database)}: ${reason}`)
+  }
+  const database = db
+  app.addHook('onClose', async () => await database.destroy())
+
+  app.decorate('users', createUserRepository(database))
+  app.decorate('checkDatabase', async () => { await sql`select 1`.execute(database) })
 }
 
 export default fp(storage, { name: 'storage' })

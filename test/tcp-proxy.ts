@@ -1,0 +1,47 @@
+/**
+ * A TCP proxy between the service and PostgreSQL that a test can cut and restore, to play a
+ * database outage: cutting resets every open connection and leaves new ones unanswered, as
+ * a crashed server behind a silent network would.
+ */
+import net from 'node:net'
+import { once } from 'node:events'
+import type { TestContext } from 'node:test'
+
+export interface TcpProxy {
+  port: number
+  cut: () => void
+  restore: () => void
+}
+
+export async function startTcpProxy (t: TestContext, target: { host: string, port: number }): Promise<TcpProxy> {
+  let cut = false
+  const sockets = new Set<net.Socket>()
+  const track = (socket: net.Socket) => {
+    sockets.add(socket)
+    socket.on('close', () => sockets.delete(socket))
+    socket.on('error', () => socket.destroy())
+  }
+
+  const server = net.createServer((client) => {
+    track(client)
+    if (cut) return
+    const upstream = net.connect(target.port, target.host)
+    track(upstream)
+    client.on('close', () => upstream.destroy())
+    upstream.on('close', () => client.destroy())
+    client.pipe(upstream).pipe(client)
+  })
+  server.listen(0, '127.0.0.1')
+  await once(server, 'listening')
+  t.after(() => {
+    for (const socket of sockets) socket.destroy()
+    server.close()
+  })
+
+  const dropAll = () => { for (const socket of sockets) socket.destroy() }
+  return {
+    port: (server.address() as net.AddressInfo).port,
+    cut: () => { cut = true; dropAll() },
+    restore: () => { cut = false; dropAll() }
+  }
+}
