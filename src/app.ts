@@ -8,7 +8,7 @@ import Fastify, { LogController, type FastifyInstance } from 'fastify'
 import type { DestinationStream } from 'pino'
 import type { Config } from './config.js'
 import { registerErrorHandlers, replyWithFrameworkError } from './errors.js'
-import auth from './plugins/auth.js'
+import auth, { requireTokensPlugin } from './plugins/auth.js'
 import cors from './plugins/cors.js'
 import docs from './plugins/docs.js'
 import requestHooks, { requestIdFrom } from './plugins/request-hooks.js'
@@ -43,13 +43,17 @@ export async function buildApp (config: Config, options: BuildOptions = {}): Pro
 
   await app.register(requestHooks)
   await app.register(cors, { origin: config.corsOrigin })
-  await app.register(docs)
+  await app.register(docs, { auth: config.auth })
   await app.register(storage, { database: config.database })
   await app.register(auth, { jwt: config.jwt })
   await app.register(staticFiles, { root: config.staticDir })
 
-  await app.register(root)
-  await app.register(users)
+  // The API: its routes need a token as AUTH says. Health, docs and static files stay outside.
+  await app.register(async (api) => {
+    await api.register(requireTokensPlugin, { mode: config.auth })
+    await api.register(root)
+    await api.register(users)
+  })
   await app.register(health)
 
   return app

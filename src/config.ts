@@ -87,13 +87,12 @@ export function loadConfig (environment: Record<string, string | undefined>): Co
   const parsed = env as unknown as Env
   const production = parsed.NODE_ENV === 'production'
 
-  // Fail closed: a mode that is accepted must be enforced, and token checks are not built yet.
-  if (parsed.AUTH !== 'off') {
-    throw new ConfigError(`AUTH=${parsed.AUTH} is not available yet; only AUTH=off is`)
-  }
-
-  if (production && parsed.JWT_SECRET === undefined) {
-    throw new ConfigError('JWT_SECRET is required when NODE_ENV=production')
+  if (parsed.JWT_SECRET === undefined) {
+    if (production) throw new ConfigError('JWT_SECRET is required when NODE_ENV=production')
+    // A generated secret is known to no one, so no client could get a token.
+    if (parsed.AUTH !== 'off') throw new ConfigError(`JWT_SECRET is required when AUTH=${parsed.AUTH}`)
+  } else if (production) {
+    checkSecretStrength(parsed.JWT_SECRET)
   }
 
   return {
@@ -120,6 +119,26 @@ function parseDatabaseUrl (url: string, poolSize: number): DatabaseConfig {
     return { dialect: 'postgres', connectionString: url, poolSize }
   }
   throw new ConfigError('DATABASE_URL must be sqlite:<path>, sqlite::memory: or postgres://user:password@host:port/database')
+}
+
+/** The minimum for an HS256 secret: as many bytes as the hash it keys (RFC 7518 §3.2). */
+export const MIN_SECRET_BYTES = 32
+
+function checkSecretStrength (secret: string): void {
+  if (Buffer.byteLength(secret) < MIN_SECRET_BYTES) {
+    throw new ConfigError(`JWT_SECRET must be at least ${MIN_SECRET_BYTES} bytes when NODE_ENV=production`)
+  }
+}
+
+/**
+ * The signing secret alone, for `npm run token`: the same variable, the same rules, without
+ * the rest of the configuration.
+ */
+export function loadSigningSecret (environment: Record<string, string | undefined>): string {
+  const secret = environment.JWT_SECRET
+  if (secret === undefined || secret === '') throw new ConfigError('JWT_SECRET is not set: tokens are signed with it')
+  if (environment.NODE_ENV === 'production') checkSecretStrength(secret)
+  return secret
 }
 
 /** The database URL as it may be shown: any password replaced by `***`. */

@@ -17,10 +17,13 @@ export function errorResponse (description: string) {
 export class AppError extends Error {
   override name = 'AppError'
   readonly statusCode: number
+  /** Response headers that belong to this error, e.g. `WWW-Authenticate` on a 401. */
+  readonly headers: Record<string, string>
 
-  constructor (message: string, statusCode = 400) {
+  constructor (message: string, statusCode = 400, headers: Record<string, string> = {}) {
     super(message)
     this.statusCode = statusCode
+    this.headers = headers
   }
 }
 
@@ -56,9 +59,12 @@ function answerFor (error: FastifyError): ErrorAnswer {
 
 function replyWithError (error: FastifyError, request: FastifyRequest, reply: FastifyReply): FastifyReply {
   const { statusCode, message } = answerFor(error)
-  if (!(error instanceof AppError)) {
-    if (statusCode === 503) request.log.warn({ err: error }, 'database unavailable')
-    else if (statusCode >= 500) request.log.error({ err: error }, 'unhandled error')
+  if (error instanceof AppError) {
+    reply.headers(error.headers)
+  } else if (statusCode === 503) {
+    request.log.warn({ err: error }, 'database unavailable')
+  } else if (statusCode >= 500) {
+    request.log.error({ err: error }, 'unhandled error')
   }
   return reply.code(statusCode).type('application/json; charset=utf-8').send({ error: message })
 }

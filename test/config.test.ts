@@ -35,10 +35,18 @@ test('values are read from the environment and converted', () => {
   assert.deepEqual(loadConfig({ DATABASE_URL: 'sqlite::memory:' }).database, { dialect: 'sqlite', filename: ':memory:' })
 })
 
-test('AUTH modes that need tokens are refused until token checks exist, so none is silently unenforced', () => {
+test('AUTH=writes or all needs JWT_SECRET, for with a generated one no client could get a token', () => {
   for (const mode of ['writes', 'all']) {
-    assert.throws(() => loadConfig({ AUTH: mode }), new RegExp(`^ConfigError: AUTH=${mode} is not available yet; only AUTH=off is$`))
+    assert.throws(() => loadConfig({ AUTH: mode }), new RegExp(`^ConfigError: JWT_SECRET is required when AUTH=${mode}$`))
+    assert.equal(loadConfig({ AUTH: mode, JWT_SECRET: 'a-secret' }).auth, mode)
   }
+})
+
+test('in production JWT_SECRET must be at least 32 bytes', () => {
+  assert.throws(() => loadConfig({ NODE_ENV: 'production', JWT_SECRET: 's'.repeat(31) }),
+    /^ConfigError: JWT_SECRET must be at least 32 bytes when NODE_ENV=production$/)
+  assert.equal(loadConfig({ NODE_ENV: 'production', JWT_SECRET: 'é'.repeat(16) }).jwt.secret, 'é'.repeat(16), 'bytes, not characters')
+  assert.equal(loadConfig({ JWT_SECRET: 'short' }).jwt.secret, 'short', 'outside production a short secret is allowed')
 })
 
 test('an empty variable counts as unset', () => {

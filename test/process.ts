@@ -23,8 +23,8 @@ export interface RunningService {
   exited: Promise<Exit>
 }
 
-function spawnScript (script: string, env: Record<string, string>, cwd: string): ChildProcess {
-  return spawn(process.execPath, ['--import', tsx, entry(script)], {
+function spawnScript (script: string, env: Record<string, string>, cwd: string, args: string[] = []): ChildProcess {
+  return spawn(process.execPath, ['--import', tsx, entry(script), ...args], {
     cwd,
     env: { PATH: process.env.PATH, HOST: '127.0.0.1', PORT: '0', LOG_LEVEL: 'info', ...env },
     stdio: ['ignore', 'pipe', 'pipe']
@@ -62,8 +62,8 @@ export async function startService (t: TestContext, env: Record<string, string>,
 }
 
 /** Runs a script to completion and collects what it printed. */
-export async function runScript (script: string, env: Record<string, string>, cwd = repositoryRoot): Promise<Exit & { stdout: string, stderr: string }> {
-  const child = spawnScript(script, env, cwd)
+export async function runScript (script: string, env: Record<string, string>, args: string[] = []): Promise<Exit & { stdout: string, stderr: string }> {
+  const child = spawnScript(script, env, repositoryRoot, args)
   let stdout = ''
   let stderr = ''
   child.stdout?.on('data', (chunk) => { stdout += String(chunk) })

@@ -1,12 +1,28 @@
 /**
- * Token signing and verification with the single shared secret of seed §5. Without a
- * configured secret outside production, a per-process one is generated, so tokens do not
- * survive a restart; the warning says so.
+ * Tokens (seed §5): HS256 JWTs signed with the one shared secret, carrying `sub` and `exp`.
+ *
+ * `auth` registers the signer and verifier for the whole app. `requireTokens` goes inside the
+ * API's context and, as each route is declared, decides from `AUTH` whether it needs a token:
+ * none (`off`), every POST (`writes`) or every route (`all`). A protected route gets both its
+ * `preHandler` check and its OpenAPI security from that one decision, so documentation and
+ * enforcement cannot disagree; docs, static files and health live outside that context and
+ * stay public in every mode.
  */
 import jwt from '@fastify/jwt'
-import type { FastifyInstance } from 'fastify'
+import type { FastifyInstance, FastifyRequest, RouteOptions } from 'fastify'
 import fp from 'fastify-plugin'
-import type { Config } from '../config.js'
+import type { AuthMode, Config } from '../config.js'
+import { AppError, errorResponse } from '../errors.js'
+
+declare module '@fastify/jwt' {
+  interface FastifyJWT {
+    payload: { sub: string }
+    /** The verified token's claims; `request.user.sub` names the caller. */
+    user: { sub: string, exp: number }
+  }
+}
+
+export const SECURITY_SCHEME = 'bearerAuth'
 
 async function auth (app: FastifyInstance, options: { jwt: Config['jwt'] }): Promise<void> {
   if (options.jwt.generated) {
@@ -15,8 +31,57 @@ async function auth (app: FastifyInstance, options: { jwt: Config['jwt'] }): Pro
   await app.register(jwt, {
     secret: options.jwt.secret,
     sign: { algorithm: 'HS256' },
-    verify: { algorithms: ['HS256'] }
+    verify: { algorithms: ['HS256'], requiredClaims: ['sub', 'exp'] }
   })
 }
 
 export default fp(auth, { name: 'auth' })
+
+function needsToken (mode: AuthMode, method: RouteOptions['method']): boolean {
+  if (mode === 'all') return true
+  if (mode === 'writes') return [method].flat().includes('POST')
+  return false
+}
+
+function unauthorized (message: string, withoutCredentials = false): AppError {
+  const challenge = withoutCredentials ? 'Bearer realm="api"' : 'Bearer realm="api", error="invalid_token"'
+  return new AppError(message, 401, { 'www-authenticate': challenge })
+}
+
+const BEARER = /^Bearer +([A-Za-z0-9._~+/-]+=*) *$/i
+
+async function requireTokens (app: FastifyInstance, options: { mode: AuthMode }): Promise<void> {
+  async function verifyBearerToken (request: FastifyRequest): Promise<void> {
+    const header = request.headers.authorization
+    if (header === undefined) throw unauthorized('Missing bearer token: send Authorization: Bearer <token>', true)
+    const token = BEARER.exec(header)?.[1]
+    if (token === undefined) throw unauthorized('Authorization header must be "Bearer <token>"')
+
+    let claims: Record<string, unknown>
+    try {
+      claims = app.jwt.verify(token)
+    } catch (error) {
+      const expired = (error as { code?: string }).code === 'FAST_JWT_EXPIRED'
+      throw unauthorized(expired ? 'Token has expired' : 'Token is invalid')
+    }
+    if (typeof claims.sub !== 'string' || claims.sub === '' || typeof claims.exp !== 'number') {
+      throw unauthorized('Token must name its subject (sub) and expiry (exp)')
+    }
+    request.user = claims as FastifyRequest['user']
+  }
+
+  app.addHook('onRoute', (route) => {
+    if (!needsToken(options.mode, route.method)) return
+    route.preHandler = [verifyBearerToken, ...[route.preHandler ?? []].flat()]
+    route.schema = {
+      ...route.schema,
+      security: [{ [SECURITY_SCHEME]: [] }],
+      response: {
+        ...(route.schema?.response as object),
+        401: errorResponse('Missing, malformed, expired or wrongly signed bearer token.')
+      }
+    }
+  })
+}
+
+export const requireTokensPlugin = fp(requireTokens, { name: 'require-tokens' })

@@ -8,10 +8,12 @@ import swagger from '@fastify/swagger'
 import swaggerUi from '@fastify/swagger-ui'
 import type { FastifyInstance } from 'fastify'
 import fp from 'fastify-plugin'
+import type { AuthMode } from '../config.js'
+import { SECURITY_SCHEME } from './auth.js'
 
 export const API_VERSION = '1.0.0'
 
-async function docs (app: FastifyInstance): Promise<void> {
+async function docs (app: FastifyInstance, options: { auth: AuthMode }): Promise<void> {
   await app.register(swagger, {
     openapi: {
       openapi: '3.1.0',
@@ -22,8 +24,20 @@ async function docs (app: FastifyInstance): Promise<void> {
         license: { name: 'MIT', identifier: 'MIT' }
       },
       servers: [{ url: '/', description: 'This service' }],
-      // No operation needs a token unless AUTH says so: declared, not left unsaid.
+      // Public unless an operation says otherwise: the protected ones name the scheme below.
       security: [],
+      ...(options.auth !== 'off' && {
+        components: {
+          securitySchemes: {
+            [SECURITY_SCHEME]: {
+              type: 'http',
+              scheme: 'bearer',
+              bearerFormat: 'JWT',
+              description: 'An HS256 token with `sub` and `exp`, signed with `JWT_SECRET`; `npm run token -- --sub <subject>` prints one.'
+            }
+          }
+        }
+      }),
       tags: [
         { name: 'users', description: 'Stored user records, and the validation showcase.' },
         { name: 'greeting', description: 'Greeting and query-string demonstration.' },

@@ -38,7 +38,8 @@ async function requestHooks (app: FastifyInstance): Promise<void> {
       url: request.url,
       route: request.routeOptions.url ?? null,
       statusCode: reply.statusCode,
-      responseTime: Math.round(reply.elapsedTime * 100) / 100
+      responseTime: Math.round(reply.elapsedTime * 100) / 100,
+      user: request.user?.sub
     }, 'request completed')
     // A request in flight when closing began was answered with keep-alive; its connection is
     // idle now, and would hold the shutdown until the client hung up.
