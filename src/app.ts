@@ -7,11 +7,14 @@ import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox'
 import Fastify, { LogController, type FastifyInstance } from 'fastify'
 import type { DestinationStream } from 'pino'
 import type { Config } from './config.js'
-import { registerErrorHandlers, replyWithFrameworkError } from './errors.js'
+import { answerClientError, registerErrorHandlers, replyWithFrameworkError } from './errors.js'
 import auth, { requireTokensPlugin } from './plugins/auth.js'
 import cors from './plugins/cors.js'
 import docs from './plugins/docs.js'
+import overload from './plugins/overload.js'
+import rateLimit from './plugins/rate-limit.js'
 import requestHooks, { requestIdFrom } from './plugins/request-hooks.js'
+import securityHeaders from './plugins/security-headers.js'
 import staticFiles from './plugins/static-files.js'
 import storage from './plugins/storage.js'
 import health from './routes/health.js'
@@ -33,7 +36,14 @@ export async function buildApp (config: Config, options: BuildOptions = {}): Pro
     genReqId: requestIdFrom,
     bodyLimit: config.bodyLimit,
     schemaErrorFormatter: formatSchemaError,
-    frameworkErrors: replyWithFrameworkError
+    frameworkErrors: replyWithFrameworkError,
+    clientErrorHandler: answerClientError,
+    // Slow clients: headers must arrive within headersMs and the whole request within
+    // requestMs, checked every second; an idle keep-alive connection is closed after
+    // keepAliveMs (longer than the usual 60 s of load balancers, so they close first).
+    http: { headersTimeout: config.timeouts.headersMs, connectionsCheckingInterval: 1000 },
+    requestTimeout: config.timeouts.requestMs,
+    keepAliveTimeout: config.timeouts.keepAliveMs
   }).withTypeProvider<TypeBoxTypeProvider>()
 
   app.setValidatorCompiler(createValidatorCompiler())
@@ -42,14 +52,18 @@ export async function buildApp (config: Config, options: BuildOptions = {}): Pro
   registerErrorHandlers(app)
 
   await app.register(requestHooks)
+  await app.register(securityHeaders)
   await app.register(cors, { origin: config.corsOrigin })
   await app.register(docs, { auth: config.auth })
   await app.register(storage, { database: config.database })
   await app.register(auth, { jwt: config.jwt })
   await app.register(staticFiles, { root: config.staticDir })
 
-  // The API: its routes need a token as AUTH says. Health, docs and static files stay outside.
+  // The API: shed under overload, rate-limited and token-protected as configured. Health,
+  // docs and static files stay outside, always answerable.
   await app.register(async (api) => {
+    await api.register(overload, config.overload)
+    if (config.rateLimit !== undefined) await api.register(rateLimit, config.rateLimit)
     await api.register(requireTokensPlugin, { mode: config.auth })
     await api.register(root)
     await api.register(users)

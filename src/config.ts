@@ -8,6 +8,16 @@ import { existsSync } from 'node:fs'
 import { Type, type Static } from 'typebox'
 import { createCoercingAjv } from './validation.js'
 
+/** A span of time as people write it: `30s`, `15m`, `1h`, `7d`. */
+export const DURATION = /^([1-9][0-9]*)([smhd])$/
+const MS_PER_UNIT = { s: 1000, m: 60_000, h: 3_600_000, d: 86_400_000 } as const
+
+/** Milliseconds in a span written like `30s`; undefined when it is not written so. */
+export function parseDuration (text: string): number | undefined {
+  const match = DURATION.exec(text)
+  return match === null ? undefined : Number(match[1]) * MS_PER_UNIT[match[2] as keyof typeof MS_PER_UNIT]
+}
+
 const EnvSchema = Type.Object({
   NODE_ENV: Type.String({ default: 'development' }),
   PORT: Type.Integer({ minimum: 0, maximum: 65535, default: 3000 }),
@@ -19,7 +29,14 @@ const EnvSchema = Type.Object({
   CORS_ORIGIN: Type.Optional(Type.String({ minLength: 1 })),
   LOG_LEVEL: Type.Enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'], { default: 'info' }),
   BODY_LIMIT: Type.Integer({ minimum: 1, default: 1048576 }),
-  STATIC_DIR: Type.String({ minLength: 1, default: 'public' })
+  STATIC_DIR: Type.String({ minLength: 1, default: 'public' }),
+  RATE_LIMIT_MAX: Type.Optional(Type.Integer({ minimum: 1 })),
+  RATE_LIMIT_WINDOW: Type.String({ pattern: DURATION.source, default: '1m' }),
+  OVERLOAD_MAX_EVENT_LOOP_DELAY_MS: Type.Integer({ minimum: 0, default: 1000 }),
+  OVERLOAD_MAX_HEAP_MB: Type.Integer({ minimum: 0, default: 1024 }),
+  HEADERS_TIMEOUT_MS: Type.Integer({ minimum: 1, default: 10_000 }),
+  REQUEST_TIMEOUT_MS: Type.Integer({ minimum: 1, default: 30_000 }),
+  KEEP_ALIVE_TIMEOUT_MS: Type.Integer({ minimum: 1, default: 72_000 })
 })
 
 type Env = Static<typeof EnvSchema>
@@ -43,6 +60,12 @@ export interface Config {
   logLevel: string
   bodyLimit: number
   staticDir: string
+  /** Requests per client address per window on API routes; undefined when off. */
+  rateLimit: { max: number, windowMs: number } | undefined
+  /** Above these, API routes answer 503 instead of queueing more work; 0 turns one off. */
+  overload: { maxEventLoopDelayMs: number, maxHeapBytes: number }
+  /** How long a client may take to send its headers, its whole request, and its next request. */
+  timeouts: { headersMs: number, requestMs: number, keepAliveMs: number }
 }
 
 /** A configuration mistake; its message is the one line printed before the process exits. */
@@ -81,11 +104,17 @@ export function loadConfig (environment: Record<string, string | undefined>): Co
     const got = name in env && !SECRET_VARIABLES.has(name) ? ` (got ${JSON.stringify(env[name])})` : ''
     const problem = error?.keyword === 'enum'
       ? `must be one of ${(error.params.allowedValues as string[]).join(', ')}`
-      : error?.message ?? 'is invalid'
+      : error?.keyword === 'pattern' && error.params.pattern === DURATION.source
+        ? 'must be a duration such as 30s, 15m, 1h or 7d'
+        : error?.message ?? 'is invalid'
     throw new ConfigError(`${name} ${problem}${got}`)
   }
   const parsed = env as unknown as Env
   const production = parsed.NODE_ENV === 'production'
+
+  if (parsed.HEADERS_TIMEOUT_MS > parsed.REQUEST_TIMEOUT_MS) {
+    throw new ConfigError('HEADERS_TIMEOUT_MS must not be more than REQUEST_TIMEOUT_MS')
+  }
 
   if (parsed.JWT_SECRET === undefined) {
     if (production) throw new ConfigError('JWT_SECRET is required when NODE_ENV=production')
@@ -107,7 +136,19 @@ export function loadConfig (environment: Record<string, string | undefined>): Co
     corsOrigin: parsed.CORS_ORIGIN === undefined ? true : parseOrigins(parsed.CORS_ORIGIN),
     logLevel: parsed.LOG_LEVEL,
     bodyLimit: parsed.BODY_LIMIT,
-    staticDir: parsed.STATIC_DIR
+    staticDir: parsed.STATIC_DIR,
+    rateLimit: parsed.RATE_LIMIT_MAX === undefined
+      ? undefined
+      : { max: parsed.RATE_LIMIT_MAX, windowMs: parseDuration(parsed.RATE_LIMIT_WINDOW) as number },
+    overload: {
+      maxEventLoopDelayMs: parsed.OVERLOAD_MAX_EVENT_LOOP_DELAY_MS,
+      maxHeapBytes: parsed.OVERLOAD_MAX_HEAP_MB * 1024 * 1024
+    },
+    timeouts: {
+      headersMs: parsed.HEADERS_TIMEOUT_MS,
+      requestMs: parsed.REQUEST_TIMEOUT_MS,
+      keepAliveMs: parsed.KEEP_ALIVE_TIMEOUT_MS
+    }
   }
 }
 

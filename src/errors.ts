@@ -4,6 +4,8 @@
  * that says what to fix; anything unexpected is logged in full and answered with a bare 500,
  * so internals never reach a client.
  */
+import { STATUS_CODES } from 'node:http'
+import type { Socket } from 'node:net'
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
 import { Type } from 'typebox'
 import { isDatabaseUnavailable } from './db/errors.js'
@@ -76,6 +78,24 @@ function replyWithError (error: FastifyError, request: FastifyRequest, reply: Fa
 export function replyWithFrameworkError (error: FastifyError, request: FastifyRequest, reply: FastifyReply): void {
   reply.header('x-request-id', request.id)
   replyWithError(error, request, reply)
+}
+
+/**
+ * For Fastify's `clientErrorHandler`: requests Node refuses before Fastify sees them (headers
+ * too large, too slow to arrive, not HTTP at all) get the same JSON shape, then the
+ * connection is closed.
+ */
+export function answerClientError (error: NodeJS.ErrnoException, socket: Socket): void {
+  if (error.code === 'ECONNRESET' || socket.destroyed) return
+  const [statusCode, message] =
+    error.code === 'ERR_HTTP_REQUEST_TIMEOUT'
+      ? [408, 'Request timed out: headers and body must arrive in time']
+      : error.code === 'HPE_HEADER_OVERFLOW'
+        ? [431, 'Request header fields are too large']
+        : [400, 'Malformed HTTP request']
+  const body = JSON.stringify({ error: message })
+  socket.end(`HTTP/1.1 ${statusCode} ${STATUS_CODES[statusCode]}\r\nContent-Type: application/json; charset=utf-8\r\n` +
+    `Content-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`)
 }
 
 export function registerErrorHandlers (app: FastifyInstance): void {

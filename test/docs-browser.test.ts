@@ -23,7 +23,7 @@ async function executeCreateUser (page: Page, name: string) {
   return { status: response.status(), authorization: response.request().headers().authorization }
 }
 
-test('the docs page works in a real browser: Authorize with a token from npm run token, then call a protected route', { skip }, async (t) => {
+test('the docs page works in a real browser under its CSP: Authorize with a token from npm run token, then call a protected route', { skip }, async (t) => {
   const minted = await runScript('cli/token.ts', { JWT_SECRET: secret }, ['--sub', 'docs-reader'])
   assert.equal(minted.code, 0, minted.stderr)
   const token = minted.stdout.trim()
@@ -39,7 +39,8 @@ test('the docs page works in a real browser: Authorize with a token from npm run
     if (!request.url().startsWith(`http://127.0.0.1:${service.port}/`) && !request.url().startsWith('data:')) problems.push(`external: ${request.url()}`)
   })
 
-  await page.goto(`http://127.0.0.1:${service.port}/documentation`)
+  const documentPage = await page.goto(`http://127.0.0.1:${service.port}/documentation`)
+  assert.match(String(documentPage?.headers()['content-security-policy']), /script-src 'self'/, 'the page runs under the service\'s content security policy')
   const operation = page.locator('#operations-users-createUser')
   await operation.locator('.opblock-summary').click()
   await operation.locator('button.try-out__btn').click()

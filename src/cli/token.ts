@@ -4,11 +4,9 @@
  */
 import { parseArgs } from 'node:util'
 import { createSigner } from 'fast-jwt'
-import { ConfigError, loadSigningSecret, readEnvironment } from '../config.js'
+import { ConfigError, loadSigningSecret, parseDuration, readEnvironment } from '../config.js'
 
 const USAGE = 'usage: npm run token -- --sub <subject> [--expires <number><s|m|h|d>, default 1h]'
-const DURATION = /^([1-9][0-9]*)([smhd])$/
-const SECONDS_PER_UNIT = { s: 1, m: 60, h: 3600, d: 86400 } as const
 
 function fail (message: string): never {
   process.stderr.write(`${message}\n`)
@@ -24,8 +22,8 @@ try {
 
 const { sub, expires } = values
 if (sub === undefined || sub === '') fail(`--sub is required; ${USAGE}`)
-const duration = DURATION.exec(expires)
-if (duration === null) fail(`--expires must look like 30s, 15m, 1h or 7d (got ${JSON.stringify(expires)}); ${USAGE}`)
+const expiresInMs = parseDuration(expires)
+if (expiresInMs === undefined) fail(`--expires must look like 30s, 15m, 1h or 7d (got ${JSON.stringify(expires)}); ${USAGE}`)
 
 let secret
 try {
@@ -35,6 +33,5 @@ try {
   fail(`Configuration error: ${error.message}`)
 }
 
-const seconds = Number(duration[1]) * SECONDS_PER_UNIT[duration[2] as keyof typeof SECONDS_PER_UNIT]
-const sign = createSigner({ key: secret, algorithm: 'HS256', expiresIn: seconds * 1000 })
+const sign = createSigner({ key: secret, algorithm: 'HS256', expiresIn: expiresInMs })
 process.stdout.write(`${sign({ sub })}\n`)

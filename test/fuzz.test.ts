@@ -1,0 +1,91 @@
+import assert from 'node:assert/strict'
+import { test } from 'node:test'
+import fc from 'fast-check'
+import type { InjectOptions } from 'fastify'
+import { testApp } from './helpers.js'
+
+const printable = fc.string({ unit: fc.integer({ min: 0x20, max: 0x7e }).map((code) => String.fromCharCode(code)), maxLength: 40 })
+const anyText = fc.oneof(printable, fc.string({ unit: 'grapheme', maxLength: 40 }), fc.string({ unit: 'binary', maxLength: 20 }), fc.constant('x'.repeat(5000)))
+const hex24 = fc.string({ unit: fc.constantFrom(...'0123456789abcdefABCDEF'), minLength: 24, maxLength: 24 })
+
+const pathValue = fc.oneof(
+  hex24, printable, anyText, fc.constantFrom('1', '0', '-1', '01', '1e3', '99999999999999999999', '%', '%00', '%2e%2e', '..%2f..%2fetc%2fpasswd', '__proto__', 'constructor')
+).map((value) => /%/.test(value) ? value : encodeURIComponent(value))
+
+const path = fc.oneof(
+  fc.constantFrom('/', '/custom', '/users', '/health', '/ready', '/index.html', '/documentation/json', '/nowhere', '/users/'),
+  pathValue.map((id) => `/users/${id}`),
+  fc.webPath().map((generated) => generated.startsWith('/') ? generated : `/${generated}`)
+)
+
+const query = fc.dictionary(fc.constantFrom('name', 'age', 'limit', 'offset', '__proto__', 'constructor', 'x'), fc.oneof(
+  fc.integer().map(String), fc.constantFrom('abc', '1e400', '-1', '3.5', '', '[]', '{"a":1}'), anyText
+), { maxKeys: 4 }).map((entries) => {
+  const pairs = Object.entries(entries).map(([key, value]) => `${key}=${encodeURIComponent(value)}`)
+  return pairs.length === 0 ? '' : `?${pairs.join('&')}`
+})
+
+const headers = fc.record({
+  'content-type': fc.constantFrom('application/json', 'application/json; charset=utf-8', 'text/plain', 'application/x-www-form-urlencoded', 'multipart/form-data', 'application/xml', ''),
+  'x-request-id': printable,
+  authorization: fc.oneof(printable, printable.map((token) => `Bearer ${token}`)),
+  origin: fc.constantFrom('https://a.example.com', 'null', 'http://localhost:3000'),
+  accept: fc.constantFrom('application/json', '*/*', 'text/html')
+}, { requiredKeys: [] })
+
+const deeplyNested = fc.integer({ min: 50, max: 2000 }).map((depth) => '['.repeat(depth) + ']'.repeat(depth))
+const user = fc.record({ name: fc.anything(), email: fc.oneof(fc.anything(), fc.emailAddress()), age: fc.anything() }, { requiredKeys: [] })
+
+const body = fc.oneof(
+  fc.constant(undefined),
+  fc.jsonValue({ maxDepth: 6 }).map((value) => JSON.stringify(value)),
+  user.map((value) => JSON.stringify(value)),
+  fc.constantFrom(
+    '{"name":"Ada","email":"ada@example.com","__proto__":{"polluted":true}}',
+    '{"name":"Ada","email":"ada@example.com","constructor":{"prototype":{"polluted":true}}}',
+    '{"name":"Ada","email":"ada@example.com","age":1e400}',
+    '{"name":"Ada","email":"ada@example.com","age":123456789012345678901234567890}',
+    '{"name": "Ada", "email": "ada@example.com"', '', 'null', '"just a string"', '{"name":"\\ud800","email":"a@b.co"}'
+  ),
+  deeplyNested,
+  fc.uint8Array({ maxLength: 64 }).map((bytes) => Buffer.concat([Buffer.from('{"name":"'), Buffer.from(bytes), Buffer.from('","email":"a@b.co"}')]))
+)
+
+const anyRequest = fc.record({
+  method: fc.constantFrom('GET', 'POST', 'PUT', 'PATCH', 'DELETE', 'HEAD', 'OPTIONS'),
+  path,
+  query,
+  headers,
+  body
+})
+
+/** Half the runs: a JSON body to a route that reads one, where most of the parsing happens. */
+const jsonPost = fc.record({
+  method: fc.constant('POST'),
+  path: fc.oneof(fc.constant('/users'), hex24.map((id) => `/users/${id}`)),
+  query,
+  headers: headers.map((chosen) => ({ ...chosen, 'content-type': 'application/json' })),
+  body: fc.oneof(body, user.map((value) => JSON.stringify({ name: 'Ada', email: 'ada@example.com', ...value })))
+})
+
+const request = fc.oneof(anyRequest, jsonPost)
+
+test('random requests against every route never get a 5xx, every error is JSON, nothing is polluted', async (t) => {
+  const app = await testApp(t, { RATE_LIMIT_MAX: '100000' })
+  const prototypeBefore = Object.getOwnPropertyNames(Object.prototype).sort()
+
+  await fc.assert(fc.asyncProperty(request, async ({ method, path, query, headers, body }) => {
+    const options: InjectOptions = { method, url: path + query, headers: Object.fromEntries(Object.entries(headers).filter(([, value]) => value !== '')) }
+    if (body !== undefined) options.payload = body
+    const response = await app.inject(options)
+    assert.ok(response.statusCode < 500, `${method} ${path}${query} answered ${response.statusCode}: ${response.body.slice(0, 200)}`)
+    if (response.statusCode >= 400 && method !== 'HEAD') {
+      assert.match(String(response.headers['content-type']), /^application\/json/)
+      assert.equal(typeof response.json().error, 'string')
+    }
+  }), { seed: 20261122, numRuns: 3000 })
+
+  assert.deepEqual(Object.getOwnPropertyNames(Object.prototype).sort(), prototypeBefore)
+  assert.equal(({} as Record<string, unknown>).polluted, undefined)
+  assert.equal((await app.inject('/health')).statusCode, 200, 'the service still answers')
+})

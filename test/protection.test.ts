@@ -1,0 +1,76 @@
+import assert from 'node:assert/strict'
+import { test } from 'node:test'
+import { setTimeout as sleep } from 'node:timers/promises'
+import { postJson, testApp } from './helpers.js'
+
+test('rate limiting is off by default', async (t) => {
+  const app = await testApp(t)
+  for (let i = 0; i < 50; i++) assert.equal((await app.inject('/')).statusCode, 200)
+  assert.equal((await app.inject('/')).headers['ratelimit-limit'], undefined)
+})
+
+test('RATE_LIMIT_MAX limits each client address: 429 with Retry-After and RateLimit headers', async (t) => {
+  const app = await testApp(t, { RATE_LIMIT_MAX: '3', RATE_LIMIT_WINDOW: '1m' })
+  const from = (remoteAddress: string, url = '/') => app.inject({ url, remoteAddress })
+  for (let i = 1; i <= 3; i++) {
+    const allowed = await from('10.0.0.1')
+    assert.equal(allowed.statusCode, 200)
+    assert.equal(allowed.headers['ratelimit-limit'], '3')
+    assert.equal(allowed.headers['ratelimit-remaining'], String(3 - i))
+  }
+  const limited = await from('10.0.0.1', '/users')
+  assert.equal(limited.statusCode, 429)
+  assert.deepEqual(Object.keys(limited.json()), ['error'])
+  assert.match(limited.json().error, /^Rate limit exceeded: retry in/)
+  assert.ok(Number(limited.headers['retry-after']) > 0 && Number(limited.headers['retry-after']) <= 60)
+  assert.equal(limited.headers['ratelimit-remaining'], '0')
+  assert.ok(limited.headers['ratelimit-reset'])
+
+  assert.equal((await from('10.0.0.2')).statusCode, 200, 'another client has its own budget')
+  for (const url of ['/health', '/ready', '/documentation/json', '/index.html']) {
+    assert.equal((await from('10.0.0.1', url)).statusCode, 200, `${url} is exempt`)
+  }
+})
+
+test('a rate window is written like 30s, 1m or 1h', async (t) => {
+  await assert.rejects(testApp(t, { RATE_LIMIT_MAX: '3', RATE_LIMIT_WINDOW: 'a minute' }),
+    /^ConfigError: RATE_LIMIT_WINDOW must be a duration such as 30s, 15m, 1h or 7d \(got "a minute"\)$/)
+})
+
+test('under overload API routes shed with 503 and Retry-After, health stays up, and it recovers by itself', async (t) => {
+  const app = await testApp(t, { OVERLOAD_MAX_EVENT_LOOP_DELAY_MS: '20' })
+  assert.equal((await app.inject('/users')).statusCode, 200)
+
+  // Hold the event loop for longer than one sampling interval (1 s), as a saturated process would.
+  const until = Date.now() + 1500
+  while (Date.now() < until);
+  await sleep(50)
+
+  const shed = await app.inject('/users')
+  assert.equal(shed.statusCode, 503)
+  assert.deepEqual(shed.json(), { error: 'Service overloaded: try again shortly' })
+  assert.equal(shed.headers['retry-after'], '1')
+  assert.equal((await postJson(app, '/users', { name: 'Ada', email: 'ada@example.com' })).statusCode, 503)
+  assert.equal((await app.inject('/health')).statusCode, 200, 'liveness is never shed')
+
+  let status = 503
+  for (let attempt = 0; attempt < 40 && status !== 200; attempt++) {
+    await sleep(100)
+    status = (await app.inject('/users')).statusCode
+  }
+  assert.equal(status, 200, 'recovers once the event loop is free again')
+})
+
+test('every response carries security headers, errors and static files included', async (t) => {
+  const app = await testApp(t)
+  for (const url of ['/', '/users/999', '/no/such/route', '/custom?age=x', '/index.html', '/documentation/json']) {
+    const response = await app.inject(url)
+    const csp = String(response.headers['content-security-policy'])
+    assert.match(csp, /default-src 'self'/, url)
+    assert.match(csp, /frame-ancestors 'none'/, url)
+    assert.equal(response.headers['x-content-type-options'], 'nosniff', url)
+    assert.ok(response.headers['strict-transport-security'], url)
+    assert.equal(response.headers['x-frame-options'], 'SAMEORIGIN', url)
+    assert.equal(response.headers['x-powered-by'], undefined, url)
+  }
+})

@@ -1,0 +1,90 @@
+import assert from 'node:assert/strict'
+import { once } from 'node:events'
+import net from 'node:net'
+import { test } from 'node:test'
+import { setTimeout as sleep } from 'node:timers/promises'
+import { rawRequest } from './helpers.js'
+import { startService } from './process.js'
+
+/** Opens a raw connection and collects whatever the server sends until it closes it. */
+async function rawConnection (port: number) {
+  const socket = net.connect(port, '127.0.0.1')
+  await once(socket, 'connect')
+  let received = ''
+  socket.setEncoding('utf8')
+  socket.on('data', (chunk: string) => { received += chunk })
+  socket.on('error', () => {})
+  const closed = once(socket, 'close').then(() => received)
+  return { socket, closed }
+}
+
+const timeouts = { HEADERS_TIMEOUT_MS: '1000', REQUEST_TIMEOUT_MS: '2000', DATABASE_URL: 'sqlite::memory:' }
+
+test('headers trickled byte by byte are cut off with a JSON 408 once HEADERS_TIMEOUT_MS has passed', async (t) => {
+  const service = await startService(t, timeouts)
+  const { socket, closed } = await rawConnection(service.port)
+  const started = Date.now()
+  const request = 'GET /users HTTP/1.1\r\nHost: localhost\r\nX-Slow: ' + 'a'.repeat(100)
+  let sent = 0
+  const trickle = setInterval(() => { if (!socket.destroyed && sent < request.length) socket.write(request[sent++] as string) }, 50)
+  t.after(() => clearInterval(trickle))
+
+  const received = await closed
+  const seconds = (Date.now() - started) / 1000
+  assert.ok(seconds < 5, `cut off after ${seconds} s`)
+  assert.match(received, /^HTTP\/1\.1 408 /)
+  assert.match(received, /\r\n\r\n\{"error":"Request timed out/)
+})
+
+test('a body trickled byte by byte is cut off once REQUEST_TIMEOUT_MS has passed', async (t) => {
+  const service = await startService(t, timeouts)
+  const { socket, closed } = await rawConnection(service.port)
+  const started = Date.now()
+  socket.write('POST /users HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n')
+  const trickle = setInterval(() => { if (!socket.destroyed) socket.write(' ') }, 50)
+  t.after(() => clearInterval(trickle))
+
+  const received = await closed
+  const seconds = (Date.now() - started) / 1000
+  assert.ok(seconds < 6, `cut off after ${seconds} s`)
+  assert.match(received, /^HTTP\/1\.1 408 /)
+})
+
+test('oversized headers get a JSON 431', async (t) => {
+  const service = await startService(t, timeouts)
+  const { socket, closed } = await rawConnection(service.port)
+  socket.write(`GET / HTTP/1.1\r\nHost: localhost\r\nX-Big: ${'x'.repeat(20_000)}\r\n\r\n`)
+  const received = await closed
+  assert.match(received, /^HTTP\/1\.1 431 /)
+  assert.match(received, /\{"error":"Request header fields are too large"\}$/)
+})
+
+test('garbage that is not HTTP gets a JSON 400 and the service carries on', async (t) => {
+  const service = await startService(t, timeouts)
+  const { socket, closed } = await rawConnection(service.port)
+  socket.write('\x16\x03\x01\x02\x00 not http at all\r\n\r\n')
+  assert.match(await closed, /^HTTP\/1\.1 400 [\s\S]*\{"error":"Malformed HTTP request"\}$/)
+  assert.equal((await rawRequest(service.port, { path: '/health' })).statusCode, 200)
+})
+
+test('two thousand idle connections do not stop a new client from being served', async (t) => {
+  const service = await startService(t, timeouts)
+  const idle: net.Socket[] = []
+  t.after(() => { for (const socket of idle) socket.destroy() })
+  for (let i = 0; i < 2000; i++) {
+    const socket = net.connect(service.port, '127.0.0.1')
+    socket.on('error', () => {})
+    idle.push(socket)
+    if (i % 200 === 199) await sleep(20)
+  }
+  await Promise.all(idle.map((socket) => socket.readyState === 'open' ? undefined : once(socket, 'connect')))
+  // Half of them start a request and stop mid-way, the rest send nothing at all.
+  for (const socket of idle.slice(0, 1000)) socket.write('GET / HTTP/1.1\r\nHost: local')
+
+  for (let i = 0; i < 5; i++) {
+    const response = await rawRequest(service.port, { path: '/' })
+    assert.equal(response.statusCode, 200)
+  }
+  const fresh = await rawRequest(service.port, { method: 'POST', path: '/users', body: '{"name":"Ada","email":"ada@example.com"}', headers: { 'content-type': 'application/json' } })
+  assert.equal(fresh.statusCode, 201)
+})
