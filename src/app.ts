@@ -11,6 +11,7 @@ import { answerClientError, registerErrorHandlers, replyWithFrameworkError } fro
 import auth, { requireTokensPlugin } from './plugins/auth.js'
 import cors from './plugins/cors.js'
 import docs from './plugins/docs.js'
+import metricsCollection from './plugins/metrics.js'
 import overload from './plugins/overload.js'
 import rateLimit from './plugins/rate-limit.js'
 import requestHooks, { requestIdFrom } from './plugins/request-hooks.js'
@@ -18,6 +19,7 @@ import securityHeaders from './plugins/security-headers.js'
 import staticFiles from './plugins/static-files.js'
 import storage from './plugins/storage.js'
 import health from './routes/health.js'
+import metrics from './routes/metrics.js'
 import root from './routes/root.js'
 import users from './routes/users.js'
 import { createValidatorCompiler, formatSchemaError } from './validation.js'
@@ -25,11 +27,35 @@ import { createValidatorCompiler, formatSchemaError } from './validation.js'
 export interface BuildOptions {
   /** Where log lines go; standard output when absent. */
   logStream?: DestinationStream
+  /** Human-readable lines through pino-pretty instead of JSON, for a person at a terminal. */
+  prettyLogs?: boolean
+}
+
+/**
+ * Credentials never reach a log line, whatever object is logged: request headers, tokens,
+ * passwords and connection strings are replaced. (Database URLs in messages are redacted
+ * where they are written, see describeDatabase.)
+ */
+const REDACTED_PATHS = [
+  'req.headers.authorization', 'req.headers.cookie', 'headers.authorization', 'headers.cookie',
+  '*.headers.authorization', 'authorization', '*.authorization',
+  'token', '*.token', 'password', '*.password', 'connectionString', '*.connectionString'
+]
+
+function loggerOptions (config: Config, options: BuildOptions) {
+  return {
+    level: config.logLevel,
+    redact: { paths: REDACTED_PATHS, censor: '[redacted]' },
+    ...(options.logStream && { stream: options.logStream }),
+    ...(options.prettyLogs === true && {
+      transport: { target: 'pino-pretty', options: { translateTime: 'HH:MM:ss.l', ignore: 'pid,hostname' } }
+    })
+  }
 }
 
 export async function buildApp (config: Config, options: BuildOptions = {}): Promise<FastifyInstance> {
   const app = Fastify({
-    logger: { level: config.logLevel, ...(options.logStream && { stream: options.logStream }) },
+    logger: loggerOptions(config, options),
     // One access-log line per request comes from request-hooks.ts instead of Fastify's two.
     logController: new LogController({ disableRequestLogging: true }),
     requestIdHeader: false,
@@ -56,6 +82,7 @@ export async function buildApp (config: Config, options: BuildOptions = {}): Pro
   await app.register(cors, { origin: config.corsOrigin })
   await app.register(docs, { auth: config.auth })
   await app.register(storage, { database: config.database })
+  if (config.metrics) await app.register(metricsCollection)
   await app.register(auth, { jwt: config.jwt })
   await app.register(staticFiles, { root: config.staticDir })
 
@@ -69,6 +96,13 @@ export async function buildApp (config: Config, options: BuildOptions = {}): Pro
     await api.register(users)
   })
   await app.register(health)
+  if (config.metrics) {
+    // Follows AUTH like the API, but is neither shed nor rate-limited: scrapes matter most under load.
+    await app.register(async (operations) => {
+      await operations.register(requireTokensPlugin, { mode: config.auth })
+      await operations.register(metrics)
+    })
+  }
 
   return app
 }

@@ -36,7 +36,8 @@ const EnvSchema = Type.Object({
   OVERLOAD_MAX_HEAP_MB: Type.Integer({ minimum: 0, default: 1024 }),
   HEADERS_TIMEOUT_MS: Type.Integer({ minimum: 1, default: 10_000 }),
   REQUEST_TIMEOUT_MS: Type.Integer({ minimum: 1, default: 30_000 }),
-  KEEP_ALIVE_TIMEOUT_MS: Type.Integer({ minimum: 1, default: 72_000 })
+  KEEP_ALIVE_TIMEOUT_MS: Type.Integer({ minimum: 1, default: 72_000 }),
+  METRICS: Type.Enum(['on', 'off'], { default: 'on' })
 })
 
 type Env = Static<typeof EnvSchema>
@@ -66,6 +67,8 @@ export interface Config {
   overload: { maxEventLoopDelayMs: number, maxHeapBytes: number }
   /** How long a client may take to send its headers, its whole request, and its next request. */
   timeouts: { headersMs: number, requestMs: number, keepAliveMs: number }
+  /** Whether `/metrics` exists. */
+  metrics: boolean
 }
 
 /** A configuration mistake; its message is the one line printed before the process exits. */
@@ -148,7 +151,8 @@ export function loadConfig (environment: Record<string, string | undefined>): Co
       headersMs: parsed.HEADERS_TIMEOUT_MS,
       requestMs: parsed.REQUEST_TIMEOUT_MS,
       keepAliveMs: parsed.KEEP_ALIVE_TIMEOUT_MS
-    }
+    },
+    metrics: parsed.METRICS === 'on'
   }
 }
 

@@ -3,6 +3,7 @@
  * gracefully. On SIGTERM or SIGINT it stops accepting connections, lets requests in flight
  * finish (at most 10 s, then it exits 1), closes the database and exits 0.
  */
+import { createRequire } from 'node:module'
 import closeWithGrace from 'close-with-grace'
 import { buildApp } from './app.js'
 import { ConfigError, loadConfig, readEnvironment, type Config } from './config.js'
@@ -20,9 +21,20 @@ function configOrExit (): Config {
   }
 }
 
+/** A person at a terminal gets readable lines, if the dev dependency pino-pretty is installed. */
+function wantsPrettyLogs (): boolean {
+  if (process.stdout.isTTY !== true) return false
+  try {
+    createRequire(import.meta.url).resolve('pino-pretty')
+    return true
+  } catch {
+    return false
+  }
+}
+
 async function appOrExit (config: Config) {
   try {
-    return await buildApp(config)
+    return await buildApp(config, { prettyLogs: wantsPrettyLogs() })
   } catch (error) {
     if (!(error instanceof DatabaseStartupError)) throw error
     process.stderr.write(`Start-up failed: ${error.message.replace(/\s+/g, ' ')}\n`)

@@ -136,9 +136,9 @@ describe('the OpenAPI document follows AUTH', () => {
     assert.equal(doc.paths['/users'].get.responses['401'], undefined)
   })
 
-  test('AUTH=all marks every API operation but not health and readiness', async (t) => {
+  test('AUTH=all marks every API operation and /metrics, but not health and readiness', async (t) => {
     const doc = await document(t, 'all')
-    assert.deepEqual(secured(doc), ['get /', 'get /custom', 'get /users', 'get /users/{id}', 'post /users', 'post /users/{id}'])
+    assert.deepEqual(secured(doc), ['get /', 'get /custom', 'get /metrics', 'get /users', 'get /users/{id}', 'post /users', 'post /users/{id}'])
   })
 })
 

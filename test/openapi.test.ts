@@ -11,7 +11,7 @@ import { testApp } from './helpers.js'
 
 const operations = [
   ['get', '/'], ['get', '/custom'], ['get', '/users'], ['post', '/users'],
-  ['get', '/users/{id}'], ['post', '/users/{id}'], ['get', '/health'], ['get', '/ready']
+  ['get', '/users/{id}'], ['post', '/users/{id}'], ['get', '/health'], ['get', '/ready'], ['get', '/metrics']
 ] as const
 
 async function openApiDocument (t: Parameters<typeof testApp>[0], env: Record<string, string> = {}) {
@@ -59,6 +59,8 @@ test('the request schemas of POST /users/{id} are in the document as validated',
   assert.equal(parameters['path:id'].pattern, '^[0-9a-fA-F]{24}$')
   assert.equal(parameters['query:limit'].default, 10)
   assert.equal(parameters['query:offset'].default, 0)
+  const required = Object.fromEntries(operation.parameters.map((parameter: any) => [parameter.name, parameter.required]))
+  assert.deepEqual(required, { id: true, limit: false, offset: false }, 'a parameter with a default may be left out')
   const body = operation.requestBody.content['application/json'].schema
   assert.deepEqual(body.required, ['name', 'email'])
   assert.equal(body.additionalProperties, false)

@@ -13,6 +13,18 @@ import type { Database } from './schema.js'
 
 export type Dialect = DatabaseConfig['dialect']
 
+export interface PoolStats {
+  open: number
+  idle: number
+  waiting: number
+}
+
+export interface DatabaseHandle {
+  db: Kysely<Database>
+  /** Connections of the PostgreSQL pool right now; SQLite has no pool. */
+  poolStats?: () => PoolStats
+}
+
 /**
  * How long a request may wait for PostgreSQL before it is answered 503: for a connection
  * (when the pool is exhausted or the server unreachable) and for a query's answer (when
@@ -25,7 +37,7 @@ export const QUERY_TIMEOUT_MS = 5000
  * @param onConnectionError told when an idle pooled connection breaks (the database went
  * away); the pool drops it and opens a new one when needed.
  */
-export function createDatabase (config: DatabaseConfig, onConnectionError: (error: Error) => void = () => {}): Kysely<Database> {
+export function createDatabase (config: DatabaseConfig, onConnectionError: (error: Error) => void = () => {}): DatabaseHandle {
   if (config.dialect === 'postgres') {
     const pool = new pg.Pool({
       connectionString: config.connectionString,
@@ -41,9 +53,12 @@ export function createDatabase (config: DatabaseConfig, onConnectionError: (erro
     // client itself, which the pool leaves unlistened then. Its query, if any, has failed
     // already and is answered 503; the pool discards the broken client on release.
     pool.on('connect', (client) => client.on('error', () => {}))
-    return new Kysely<Database>({ dialect: new PostgresDialect({ pool }) })
+    return {
+      db: new Kysely<Database>({ dialect: new PostgresDialect({ pool }) }),
+      poolStats: () => ({ open: pool.totalCount, idle: pool.idleCount, waiting: pool.waitingCount })
+    }
   }
-  return new Kysely<Database>({ dialect: new SqliteDialect({ database: openSqlite(config.filename) }) })
+  return { db: new Kysely<Database>({ dialect: new SqliteDialect({ database: openSqlite(config.filename) }) }) }
 }
 
 function openSqlite (filename: string): SQLite.Database {

@@ -4,7 +4,7 @@
  * whose assets ship inside `@fastify/swagger-ui` (no CDN, no external validator).
  * Registered before the routes, so that it sees each one as it is added.
  */
-import swagger from '@fastify/swagger'
+import swagger, { type SwaggerTransform } from '@fastify/swagger'
 import swaggerUi from '@fastify/swagger-ui'
 import type { FastifyInstance } from 'fastify'
 import fp from 'fastify-plugin'
@@ -13,8 +13,22 @@ import { SECURITY_SCHEME } from './auth.js'
 
 export const API_VERSION = '1.0.0'
 
+/**
+ * A query parameter with a default may be left out by the client. The schema lists it as
+ * required, since after validation it is always there (Ajv fills the default in first), which
+ * keeps the handler's type exact; the published document says what a client must send.
+ */
+const optionalWhenDefaulted: SwaggerTransform = ({ schema, url }) => {
+  const querystring = schema.querystring as { properties?: Record<string, { default?: unknown }>, required?: string[] } | undefined
+  if (querystring?.required === undefined || querystring.properties === undefined) return { schema, url }
+  const properties = querystring.properties
+  const required = querystring.required.filter((name) => properties[name]?.default === undefined)
+  return { schema: { ...schema, querystring: { ...querystring, required } }, url }
+}
+
 async function docs (app: FastifyInstance, options: { auth: AuthMode }): Promise<void> {
   await app.register(swagger, {
+    transform: optionalWhenDefaulted,
     openapi: {
       openapi: '3.1.0',
       info: {

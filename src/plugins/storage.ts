@@ -6,7 +6,7 @@ import type { FastifyInstance } from 'fastify'
 import fp from 'fastify-plugin'
 import { sql, type Kysely } from 'kysely'
 import { describeDatabase, type DatabaseConfig } from '../config.js'
-import { createDatabase } from '../db/database.js'
+import { createDatabase, type DatabaseHandle } from '../db/database.js'
 import { migrateToLatest } from '../db/migrate.js'
 import type { Database } from '../db/schema.js'
 import { createUserRepository, type UserRepository } from '../db/users.js'
@@ -16,6 +16,8 @@ declare module 'fastify' {
     users: UserRepository
     /** Resolves when the database answers a trivial query; rejects otherwise. */
     checkDatabase: () => Promise<void>
+    /** The connection pool's state, on PostgreSQL. */
+    databasePoolStats: DatabaseHandle['poolStats']
   }
 }
 
@@ -25,22 +27,23 @@ export class DatabaseStartupError extends Error {
 }
 
 async function storage (app: FastifyInstance, options: { database: DatabaseConfig }): Promise<void> {
-  let db: Kysely<Database> | undefined
+  let handle: DatabaseHandle | undefined
   try {
-    db = createDatabase(options.database, (error) => {
+    handle = createDatabase(options.database, (error) => {
       app.log.warn({ err: error }, 'database connection lost; it will be reopened when needed')
     })
-    await migrateToLatest(db, options.database.dialect)
+    await migrateToLatest(handle.db, options.database.dialect)
   } catch (error) {
-    await db?.destroy()
+    await handle?.db.destroy()
     const reason = error instanceof Error ? error.message : String(error)
     throw new DatabaseStartupError(`cannot use DATABASE_URL ${describeDatabase(options.database)}: ${reason}`)
   }
-  const database = db
+  const database: Kysely<Database> = handle.db
   app.addHook('onClose', async () => await database.destroy())
 
   app.decorate('users', createUserRepository(database))
   app.decorate('checkDatabase', async () => { await sql`select 1`.execute(database) })
+  app.decorate('databasePoolStats', handle.poolStats)
 }
 
 export default fp(storage, { name: 'storage' })

@@ -1,0 +1,21 @@
+/** `GET /metrics`, in the Prometheus text format. */
+import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
+import { Type } from 'typebox'
+
+const MetricsSchema = {
+  summary: 'Metrics in the Prometheus text format',
+  description: 'Request latency by method, route pattern and status; process, event-loop and (on PostgreSQL) connection-pool metrics.',
+  operationId: 'metrics',
+  tags: ['operations'],
+  produces: ['text/plain'],
+  response: { 200: Type.String({ description: 'Prometheus exposition format 0.0.4.' }) }
+}
+
+const metrics: FastifyPluginAsyncTypebox = async (app) => {
+  app.get('/metrics', { schema: MetricsSchema }, async (_request, reply) => {
+    const registry = app.metricsRegistry
+    return reply.type(registry.contentType).send(await registry.metrics())
+  })
+}
+
+export default metrics
