@@ -6,7 +6,7 @@
 import { mkdirSync } from 'node:fs'
 import { dirname } from 'node:path'
 import SQLite from 'better-sqlite3'
-import { Kysely, PostgresDialect, SqliteDialect } from 'kysely'
+import { Kysely, PostgresDialect, SqliteDialect, type SqliteDatabase } from 'kysely'
 import pg from 'pg'
 import type { DatabaseConfig } from '../config.js'
 import type { Database } from './schema.js'
@@ -58,7 +58,27 @@ export function createDatabase (config: DatabaseConfig, onConnectionError: (erro
       poolStats: () => ({ open: pool.totalCount, idle: pool.idleCount, waiting: pool.waitingCount })
     }
   }
-  return { db: new Kysely<Database>({ dialect: new SqliteDialect({ database: openSqlite(config.filename) }) }) }
+  return { db: new Kysely<Database>({ dialect: new SqliteDialect({ database: reusingStatements(openSqlite(config.filename)) }) }) }
+}
+
+/**
+ * Kysely prepares every query anew, and preparing parses the SQL again; the service runs a
+ * handful of parameterised statements, so each is prepared once and reused. (better-sqlite3
+ * runs a statement to completion before the next, so sharing one is safe.)
+ */
+function reusingStatements (database: SQLite.Database): SqliteDatabase {
+  const statements = new Map<string, SQLite.Statement>()
+  return {
+    prepare (sql: string) {
+      let statement = statements.get(sql)
+      if (statement === undefined) {
+        statement = database.prepare(sql)
+        statements.set(sql, statement)
+      }
+      return statement
+    },
+    close: () => { database.close() }
+  }
 }
 
 function openSqlite (filename: string): SQLite.Database {

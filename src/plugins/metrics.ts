@@ -48,12 +48,26 @@ async function metrics (app: FastifyInstance): Promise<void> {
     }
   }
 
+  // prom-client hashes the labels on every call; a route has few label sets, so the bound
+  // children are kept and reused.
+  const series = new Map<string, { count: () => void, time: (seconds: number) => void }>()
+  function seriesFor (method: string, route: string, statusCode: number) {
+    const key = `${method} ${route} ${statusCode}`
+    let found = series.get(key)
+    if (found === undefined) {
+      const counter = requests.labels({ method, route, status_code: statusCode })
+      const histogram = latency.labels({ method, route })
+      found = { count: () => counter.inc(), time: (seconds) => histogram.observe(seconds) }
+      series.set(key, found)
+    }
+    return found
+  }
+
   app.decorate('metricsRegistry', registry)
   app.addHook('onResponse', (request, reply, done) => {
-    const method = request.method
-    const route = request.routeOptions.url ?? 'unmatched'
-    requests.inc({ method, route, status_code: reply.statusCode })
-    latency.observe({ method, route }, reply.elapsedTime / 1000)
+    const observed = seriesFor(request.method, request.routeOptions.url ?? 'unmatched', reply.statusCode)
+    observed.count()
+    observed.time(reply.elapsedTime / 1000)
     done()
   })
 }

@@ -21,6 +21,8 @@ export function requestIdFrom (request: IncomingMessage): string {
 }
 
 async function requestHooks (app: FastifyInstance): Promise<void> {
+  // Decided once: at LOG_LEVEL=warn and above the line is never written, so never built.
+  const accessLog = ['info', 'debug', 'trace'].includes(app.log.level)
   let closing = false
   app.addHook('preClose', (done) => {
     closing = true
@@ -33,14 +35,16 @@ async function requestHooks (app: FastifyInstance): Promise<void> {
   })
 
   app.addHook('onResponse', (request, reply, done) => {
-    request.log.info({
-      method: request.method,
-      url: request.url,
-      route: request.routeOptions.url ?? null,
-      statusCode: reply.statusCode,
-      responseTime: Math.round(reply.elapsedTime * 100) / 100,
-      user: request.user?.sub
-    }, 'request completed')
+    if (accessLog) {
+      request.log.info({
+        method: request.method,
+        url: request.url,
+        route: request.routeOptions.url ?? null,
+        statusCode: reply.statusCode,
+        responseTime: Math.round(reply.elapsedTime * 100) / 100,
+        user: request.user?.sub
+      }, 'request completed')
+    }
     // A request in flight when closing began was answered with keep-alive; its connection is
     // idle now, and would hold the shutdown until the client hung up.
     if (closing) app.server.closeIdleConnections()

@@ -1,0 +1,270 @@
+/**
+ * `npm run bench [-- --duration 5 --rounds 3 --warmup 2]`
+ *
+ * Measures the built service against the bare node:http baseline (bench/baseline.ts) on the
+ * same workloads, in one run: each workload against each server in turn, A B A B, for
+ * `rounds` rounds after a warm-up, with access logs off (LOG_LEVEL=warn) and on
+ * (LOG_LEVEL=info, stdout to /dev/null). Reports median requests/s, p50 and p99 latency, the
+ * ratio to the baseline, and the server's CPU use; a run whose server did not use about one
+ * full core is flagged, for then the load generator, not the server, was the limit. Also
+ * reports the time from process start to the first 200 on /health and RSS idle and after the
+ * load. Writes docs/benchmark-run.md and docs/benchmark-run.svg.
+ */
+import { execFileSync, spawn, spawnSync, type ChildProcess } from 'node:child_process'
+import { once } from 'node:events'
+import { copyFileSync, existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
+import { cpus, tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { setTimeout as sleep } from 'node:timers/promises'
+import { parseArgs } from 'node:util'
+import Database from 'better-sqlite3'
+
+const { values } = parseArgs({
+  options: {
+    duration: { type: 'string', default: '5' },
+    rounds: { type: 'string', default: '3' },
+    warmup: { type: 'string', default: '2' },
+    connections: { type: 'string', default: '50' }
+  }
+})
+const duration = Number(values.duration)
+const rounds = Number(values.rounds)
+const warmup = Number(values.warmup)
+const connections = Number(values.connections)
+const FULL_CORE = 0.85
+
+const root = new URL('..', import.meta.url).pathname
+if (!existsSync(join(root, 'dist/server.js'))) throw new Error('build first: npm run build')
+const has = (command: string) => spawnSync('sh', ['-c', `command -v ${command}`]).status === 0
+const pinning = has('taskset') && cpus().length >= 2
+const generator = has('wrk') ? 'wrk' : 'autocannon'
+const pin = (core: number, command: string[]) => pinning ? ['taskset', '-c', String(core), ...command] : command
+
+const folder = mkdtempSync(join(tmpdir(), 'bench-'))
+const origin = 'http://bench.example'
+const user = JSON.stringify({ name: 'Ada', email: 'ada@example.com' })
+const hex = '507f1f77bcf86cd799439011'
+
+interface Workload { name: string, method: 'GET' | 'POST', path: string, body?: string, expect: number, target?: number }
+const workloads: Workload[] = [
+  { name: 'GET /', method: 'GET', path: '/', expect: 200, target: 0.85 },
+  { name: 'GET /users?limit=10', method: 'GET', path: '/users?limit=10', expect: 200, target: 0.6 },
+  { name: 'GET /users/{id}', method: 'GET', path: '/users/500', expect: 200, target: 0.6 },
+  { name: 'GET /custom', method: 'GET', path: '/custom?name=a&age=3', expect: 200, target: 0.85 },
+  { name: 'POST /users', method: 'POST', path: '/users', body: user, expect: 201, target: 0.5 },
+  { name: 'POST /users/{24hex}', method: 'POST', path: `/users/${hex}?limit=5`, body: JSON.stringify({ name: 'Ada', email: 'ada@example.com', age: 36 }), expect: 200, target: 0.85 },
+  { name: 'POST /users/{24hex} invalid', method: 'POST', path: `/users/${hex}`, body: JSON.stringify({ name: 'Ada', email: 'not-an-email' }), expect: 400, target: 0.85 },
+  { name: 'GET /index.html', method: 'GET', path: '/index.html', expect: 200 },
+  { name: 'unknown route (404)', method: 'GET', path: '/no/such/route', expect: 404 }
+]
+
+interface Sample { rps: number, p50: number, p99: number, cpu: number, unexpected: number }
+
+function cpuSeconds (pid: number): number {
+  const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ')
+  return (Number(fields[11]) + Number(fields[12])) / 100
+}
+const rssMegabytes = (pid: number) => Number(/VmRSS:\s+(\d+)/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))![1]) / 1024
+
+const MS_PER_UNIT: Record<string, number> = { us: 0.001, ms: 1, s: 1000, m: 60_000 }
+
+/** wrk writes latencies as 812.00us, 1.52ms, 2.01s or 1.10m. */
+function toMs (text: string): number {
+  const match = /^([\d.]+)(us|ms|s|m)$/.exec(text)
+  if (match === null) throw new Error(`unreadable latency from wrk: ${text}`)
+  return Number(match[1]) * MS_PER_UNIT[match[2]!]!
+}
+
+async function load (port: number, workload: Workload, seconds: number): Promise<Omit<Sample, 'cpu'>> {
+  const url = `http://127.0.0.1:${port}${workload.path}`
+  if (generator === 'wrk') {
+    const script = join(folder, 'request.lua')
+    writeFileSync(script, [
+      `wrk.method = "${workload.method}"`,
+      `wrk.headers["Origin"] = "${origin}"`,
+      ...(workload.body === undefined ? [] : ['wrk.headers["Content-Type"] = "application/json"', `wrk.body = '${workload.body}'`]),
+      // Counts answers other than the expected status, which wrk only reports as non-2xx.
+      'unexpected = 0',
+      `response = function (status) if status ~= ${workload.expect} then unexpected = unexpected + 1 end end`,
+      'done = function () io.write("unexpected: " .. unexpected .. "\\n") end'
+    ].join('\n'))
+    const [command, ...args] = pin(1, ['wrk', '-t1', `-c${connections}`, `-d${seconds}s`, '--latency', '-s', script, url])
+    const output = execFileSync(command!, args, { encoding: 'utf8' })
+    return {
+      rps: Number(/Requests\/sec:\s+([\d.]+)/.exec(output)![1]),
+      p50: toMs(/^\s+50%\s+(\S+)$/m.exec(output)![1]!),
+      p99: toMs(/^\s+99%\s+(\S+)$/m.exec(output)![1]!),
+      unexpected: Number(/unexpected: (\d+)/.exec(output)?.[1] ?? 0)
+    }
+  }
+  const { default: autocannon } = await import('autocannon')
+  const result = await autocannon({
+    url,
+    connections,
+    duration: seconds,
+    method: workload.method,
+    headers: { origin, ...(workload.body !== undefined && { 'content-type': 'application/json' }) },
+    ...(workload.body !== undefined && { body: workload.body })
+  })
+  return { rps: result.requests.average, p50: result.latency.p50, p99: result.latency.p99, unexpected: result.non2xx * (workload.expect < 300 ? 1 : 0) }
+}
+
+async function measure (server: ChildProcess, port: number, workload: Workload, seconds: number): Promise<Sample> {
+  const before = cpuSeconds(server.pid!)
+  const started = performance.now()
+  const result = await load(port, workload, seconds)
+  const cpu = (cpuSeconds(server.pid!) - before) / ((performance.now() - started) / 1000)
+  return { ...result, cpu }
+}
+
+async function waitFor200 (port: number): Promise<void> {
+  for (;;) {
+    try {
+      if ((await fetch(`http://127.0.0.1:${port}/health`)).status === 200) return
+    } catch {}
+    await sleep(5)
+  }
+}
+
+const children = new Set<ChildProcess>()
+// Whatever happens, no server outlives the run to hold its port and core.
+process.on('exit', () => { for (const child of children) child.kill('SIGKILL') })
+
+function start (command: string[], env: Record<string, string>): ChildProcess {
+  const child = spawn(command[0]!, command.slice(1), { cwd: root, env: { ...process.env, ...env }, stdio: ['ignore', 'ignore', 'inherit'] })
+  children.add(child)
+  child.on('exit', () => children.delete(child))
+  return child
+}
+
+const median = (numbers: number[]) => [...numbers].sort((a, b) => a - b)[Math.floor(numbers.length / 2)]!
+
+// A database of 1,000 users, migrated by the service's own command; each log level starts
+// from its own copy, so rows added by one pass do not slow the next one's counts.
+const seedFile = join(folder, 'seed.db')
+execFileSync(process.execPath, ['dist/cli/migrate.js'], { cwd: root, env: { ...process.env, DATABASE_URL: `sqlite:${seedFile}` }, stdio: 'ignore' })
+const seed = new Database(seedFile)
+const insert = seed.prepare('insert into users (name, email) values (?, ?)')
+seed.transaction(() => { for (let i = 1; i <= 1000; i++) insert.run(`user${i}`, `user${i}@example.com`) })()
+seed.close()
+
+const baselinePort = 3301
+const baseline = start(pin(0, [process.execPath, '--import', 'tsx', 'bench/baseline.ts', String(baselinePort)]), {})
+await waitFor200(baselinePort)
+
+interface LevelResult { level: string, startupMs: number, idleRss: number, loadedRss: number, rows: Array<{ workload: Workload, service: Sample, baseline: Sample }> }
+const results: LevelResult[] = []
+
+try {
+  for (const level of ['warn', 'info']) {
+    const port = 3302
+    const databaseFile = join(folder, `${level}.db`)
+    copyFileSync(seedFile, databaseFile)
+    const launched = performance.now()
+    const service = start(pin(0, [process.execPath, 'dist/server.js']), {
+      NODE_ENV: 'production',
+      JWT_SECRET: 'bench-secret-of-thirty-two-bytes-or-more',
+      LOG_LEVEL: level,
+      HOST: '127.0.0.1',
+      PORT: String(port),
+      DATABASE_URL: `sqlite:${databaseFile}`
+    })
+    await waitFor200(port)
+    const startupMs = performance.now() - launched
+    await sleep(1000)
+    const idleRss = rssMegabytes(service.pid!)
+    process.stderr.write(`LOG_LEVEL=${level}: first 200 after ${startupMs.toFixed(0)} ms, idle RSS ${idleRss.toFixed(1)} MB\n`)
+
+    const rows = []
+    for (const workload of workloads) {
+      await measure(service, port, workload, warmup)
+      await measure(baseline, baselinePort, workload, warmup)
+      const samples: { service: Sample[], baseline: Sample[] } = { service: [], baseline: [] }
+      for (let round = 0; round < rounds; round++) {
+        samples.service.push(await measure(service, port, workload, duration))
+        samples.baseline.push(await measure(baseline, baselinePort, workload, duration))
+      }
+      const summarise = (list: Sample[]): Sample => ({
+        rps: median(list.map((sample) => sample.rps)),
+        p50: median(list.map((sample) => sample.p50)),
+        p99: median(list.map((sample) => sample.p99)),
+        cpu: median(list.map((sample) => sample.cpu)),
+        unexpected: list.reduce((sum, sample) => sum + sample.unexpected, 0)
+      })
+      const row = { workload, service: summarise(samples.service), baseline: summarise(samples.baseline) }
+      rows.push(row)
+      process.stderr.write(`  ${workload.name}: ${row.service.rps.toFixed(0)} vs ${row.baseline.rps.toFixed(0)} req/s (${(row.service.rps / row.baseline.rps).toFixed(2)}x), p99 ${row.service.p99.toFixed(2)} ms\n`)
+    }
+    const loadedRss = rssMegabytes(service.pid!)
+    service.kill('SIGTERM')
+    await once(service, 'exit')
+    results.push({ level, startupMs, idleRss, loadedRss, rows })
+  }
+} finally {
+  baseline.kill('SIGTERM')
+  rmSync(folder, { recursive: true, force: true })
+}
+
+// The report.
+const warn = results.find((result) => result.level === 'warn')!
+const flag = (sample: Sample) => sample.cpu < FULL_CORE ? ` ⚠ ${sample.cpu.toFixed(2)} cores` : ''
+const lines: string[] = [
+  `Machine: ${cpus().length} × ${cpus()[0]?.model.trim()}, Node ${process.version}, load generator ${generator}` +
+    `${pinning ? ', server on core 0 and generator on core 1 (taskset)' : ', not pinned (no taskset)'}.`,
+  `Command: \`npm run bench -- --duration ${duration} --rounds ${rounds} --warmup ${warmup}\`; ${connections} connections; medians of ${rounds} rounds.`,
+  ''
+]
+for (const result of results) {
+  lines.push(`### LOG_LEVEL=${result.level}${result.level === 'info' ? ' (access log on, stdout to /dev/null)' : ' (access log off)'}`, '')
+  lines.push(`First 200 on /health ${result.startupMs.toFixed(0)} ms after process start; RSS ${result.idleRss.toFixed(1)} MB idle, ${result.loadedRss.toFixed(1)} MB after the load.`, '')
+  lines.push(result.level === 'warn'
+    ? '| workload | service req/s | baseline req/s | ratio | target | service p50 / p99 ms | baseline p50 / p99 ms | service CPU |'
+    : '| workload | service req/s | ratio to warn | target | service p50 / p99 ms | service CPU |')
+  lines.push(result.level === 'warn' ? '|---|---:|---:|---:|---:|---:|---:|---:|' : '|---|---:|---:|---:|---:|---:|')
+  for (const { workload, service, baseline } of result.rows) {
+    const unexpected = service.unexpected > 0 ? ` (${service.unexpected} unexpected answers)` : ''
+    if (result.level === 'warn') {
+      const ratio = service.rps / baseline.rps
+      const mark = workload.target === undefined ? '' : ratio >= workload.target ? ' ✓' : ' ✗'
+      lines.push(`| ${workload.name}${unexpected} | ${service.rps.toFixed(0)} | ${baseline.rps.toFixed(0)} | ${ratio.toFixed(2)}×${mark} | ${workload.target === undefined ? '' : `≥ ${workload.target}×`} | ${service.p50.toFixed(2)} / ${service.p99.toFixed(2)} | ${baseline.p50.toFixed(2)} / ${baseline.p99.toFixed(2)} | ${service.cpu.toFixed(2)}${flag(service)} |`)
+    } else {
+      const atWarn = warn.rows.find((row) => row.workload === workload)!.service.rps
+      const ratio = service.rps / atWarn
+      lines.push(`| ${workload.name}${unexpected} | ${service.rps.toFixed(0)} | ${ratio.toFixed(2)}× ${ratio >= 0.75 ? '✓' : '✗'} | ≥ 0.75× | ${service.p50.toFixed(2)} / ${service.p99.toFixed(2)} | ${service.cpu.toFixed(2)}${flag(service)} |`)
+    }
+  }
+  lines.push('')
+}
+writeFileSync(join(root, 'docs/benchmark-run.md'), lines.join('\n'))
+writeFileSync(join(root, 'docs/benchmark-run.svg'), chart(warn))
+process.stdout.write(lines.join('\n') + '\nWrote docs/benchmark-run.md and docs/benchmark-run.svg\n')
+
+/** Requests/s per workload, service beside baseline, at LOG_LEVEL=warn. */
+function chart (result: LevelResult): string {
+  const barHeight = 14
+  const rowHeight = 2 * barHeight + 14
+  const left = 190
+  const width = 720
+  const top = 40
+  const max = Math.max(...result.rows.flatMap((row) => [row.service.rps, row.baseline.rps]))
+  const scale = (rps: number) => (rps / max) * (width - left - 90)
+  const escape = (text: string) => text.replace(/&/g, '&amp;').replace(/</g, '&lt;')
+  const rows = result.rows.map((row, index) => {
+    const y = top + index * rowHeight
+    const ratio = row.service.rps / row.baseline.rps
+    return [
+      `<text x="${left - 8}" y="${y + barHeight + 4}" text-anchor="end">${escape(row.workload.name)}</text>`,
+      `<rect x="${left}" y="${y}" width="${scale(row.service.rps).toFixed(1)}" height="${barHeight}" fill="#2f6fdf"/>`,
+      `<text x="${left + scale(row.service.rps) + 4}" y="${y + 11}">${Math.round(row.service.rps)} (${ratio.toFixed(2)}×)</text>`,
+      `<rect x="${left}" y="${y + barHeight}" width="${scale(row.baseline.rps).toFixed(1)}" height="${barHeight}" fill="#b9b9b9"/>`,
+      `<text x="${left + scale(row.baseline.rps) + 4}" y="${y + barHeight + 11}">${Math.round(row.baseline.rps)}</text>`
+    ].join('')
+  })
+  const height = top + result.rows.length * rowHeight + 10
+  return `<svg xmlns="http://www.w3.org/2000/svg" width="${width}" height="${height}" font-family="sans-serif" font-size="11">` +
+    '<rect width="100%" height="100%" fill="white"/>' +
+    `<text x="10" y="18" font-size="13" font-weight="bold">Requests/s at ${connections} connections, LOG_LEVEL=warn</text>` +
+    `<rect x="${left}" y="24" width="10" height="10" fill="#2f6fdf"/><text x="${left + 14}" y="33">service</text>` +
+    `<rect x="${left + 70}" y="24" width="10" height="10" fill="#b9b9b9"/><text x="${left + 84}" y="33">bare node:http baseline</text>` +
+    rows.join('') + '</svg>\n'
+}
