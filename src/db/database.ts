@@ -5,7 +5,8 @@
  */
 import { mkdirSync } from 'node:fs'
 import { dirname } from 'node:path'
-import SQLite from 'better-sqlite3'
+import { createRequire } from 'node:module'
+import type SQLite from 'better-sqlite3'
 import { Kysely, PostgresDialect, SqliteDialect, type SqliteDatabase } from 'kysely'
 import pg from 'pg'
 import type { DatabaseConfig } from '../config.js'
@@ -61,13 +62,46 @@ export function createDatabase (config: DatabaseConfig, onConnectionError: (erro
   return { db: new Kysely<Database>({ dialect: new SqliteDialect({ database: reusingStatements(openSqlite(config.filename)) }) }) }
 }
 
+const require = createRequire(import.meta.url)
+const nodeMajor = Number(process.versions.node.split('.')[0])
+
+/**
+ * The SQLite engine. better-sqlite3 12, the last release for Node 20, is built on an API that
+ * Node 24 changed: a statement freed by the garbage collector at the wrong moment aborts the
+ * process. From Node 24 on, Node's own `node:sqlite` serves instead, behind the same
+ * interface; Node 20 keeps better-sqlite3. CI runs every test on both.
+ */
+function openEngine (filename: string): SqliteDatabase & { exec: (sql: string) => void } {
+  if (nodeMajor >= 24) return openNodeSqlite(filename)
+  const BetterSqlite3: typeof SQLite = require('better-sqlite3')
+  return new BetterSqlite3(filename)
+}
+
+function openNodeSqlite (filename: string): SqliteDatabase & { exec: (sql: string) => void } {
+  const { DatabaseSync }: typeof import('node:sqlite') = require('node:sqlite')
+  const database = new DatabaseSync(filename)
+  return {
+    exec: (sql) => database.exec(sql),
+    close: () => database.close(),
+    prepare (sql) {
+      const statement = database.prepare(sql)
+      return {
+        reader: statement.columns().length > 0,
+        all: (parameters) => statement.all(...parameters),
+        run: (parameters) => statement.run(...parameters),
+        iterate: (parameters) => statement.iterate(...parameters)
+      }
+    }
+  }
+}
+
 /**
  * Kysely prepares every query anew, and preparing parses the SQL again; the service runs a
  * handful of parameterised statements, so each is prepared once and reused. (better-sqlite3
  * runs a statement to completion before the next, so sharing one is safe.)
  */
-function reusingStatements (database: SQLite.Database): SqliteDatabase {
-  const statements = new Map<string, SQLite.Statement>()
+function reusingStatements (database: SqliteDatabase): SqliteDatabase {
+  const statements = new Map<string, ReturnType<SqliteDatabase['prepare']>>()
   return {
     prepare (sql: string) {
       let statement = statements.get(sql)
@@ -81,13 +115,11 @@ function reusingStatements (database: SQLite.Database): SqliteDatabase {
   }
 }
 
-function openSqlite (filename: string): SQLite.Database {
+function openSqlite (filename: string): SqliteDatabase {
   if (filename !== ':memory:') mkdirSync(dirname(filename), { recursive: true })
-  const database = new SQLite(filename)
+  const database = openEngine(filename)
   // WAL lets readers run beside the writer; synchronous=FULL makes every commit reach the disk
   // before the 201 goes out; busy_timeout lets `npm run migrate` and the service share the file.
-  database.pragma('journal_mode = WAL')
-  database.pragma('synchronous = FULL')
-  database.pragma('busy_timeout = 5000')
+  database.exec('PRAGMA journal_mode = WAL; PRAGMA synchronous = FULL; PRAGMA busy_timeout = 5000')
   return database
 }
