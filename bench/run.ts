@@ -17,7 +17,9 @@ import { cpus, tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { parseArgs } from 'node:util'
-import Database from 'better-sqlite3'
+import { createDatabase } from '../src/db/database.js'
+import { migrateToLatest } from '../src/db/migrate.js'
+import { createUserRepository } from '../src/db/users.js'
 
 const { values } = parseArgs({
   options: {
@@ -139,14 +141,14 @@ function start (command: string[], env: Record<string, string>): ChildProcess {
 
 const median = (numbers: number[]) => [...numbers].sort((a, b) => a - b)[Math.floor(numbers.length / 2)]!
 
-// A database of 1,000 users, migrated by the service's own command; each log level starts
+// A database of 1,000 users, made by the service's own storage modules; each log level starts
 // from its own copy, so rows added by one pass do not slow the next one's counts.
 const seedFile = join(folder, 'seed.db')
-execFileSync(process.execPath, ['dist/cli/migrate.js'], { cwd: root, env: { ...process.env, DATABASE_URL: `sqlite:${seedFile}` }, stdio: 'ignore' })
-const seed = new Database(seedFile)
-const insert = seed.prepare('insert into users (name, email) values (?, ?)')
-seed.transaction(() => { for (let i = 1; i <= 1000; i++) insert.run(`user${i}`, `user${i}@example.com`) })()
-seed.close()
+const { db: seed } = createDatabase({ dialect: 'sqlite', filename: seedFile })
+await migrateToLatest(seed, 'sqlite')
+const seedUsers = createUserRepository(seed)
+for (let i = 1; i <= 1000; i++) await seedUsers.create({ name: `user${i}`, email: `user${i}@example.com` })
+await seed.destroy()
 
 const baselinePort = 3301
 const baseline = start(pin(0, [process.execPath, '--import', 'tsx', 'bench/baseline.ts', String(baselinePort)]), {})

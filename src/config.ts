@@ -9,7 +9,7 @@ import { Type, type Static } from 'typebox'
 import { createCoercingAjv } from './validation.js'
 
 /** A span of time as people write it: `30s`, `15m`, `1h`, `7d`. */
-export const DURATION = /^([1-9][0-9]*)([smhd])$/
+const DURATION = /^([1-9][0-9]*)([smhd])$/
 const MS_PER_UNIT = { s: 1000, m: 60_000, h: 3_600_000, d: 86_400_000 } as const
 
 /** Milliseconds in a span written like `30s`; undefined when it is not written so. */
@@ -167,7 +167,7 @@ function parseDatabaseUrl (url: string, poolSize: number): DatabaseConfig {
 }
 
 /** The minimum for an HS256 secret: as many bytes as the hash it keys (RFC 7518 §3.2). */
-export const MIN_SECRET_BYTES = 32
+const MIN_SECRET_BYTES = 32
 
 function checkSecretStrength (secret: string): void {
   if (Buffer.byteLength(secret) < MIN_SECRET_BYTES) {

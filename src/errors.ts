@@ -10,6 +10,8 @@ import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from
 import { Type } from 'typebox'
 import { isDatabaseUnavailable } from './db/errors.js'
 
+const JSON_TYPE = 'application/json; charset=utf-8'
+
 /** The schema of an error answer, described for one route and status. */
 export function errorResponse (description: string) {
   return Type.Object({ error: Type.String({ description: 'What went wrong, in one sentence.' }) }, { description })
@@ -68,7 +70,7 @@ function replyWithError (error: FastifyError, request: FastifyRequest, reply: Fa
   } else if (statusCode >= 500) {
     request.log.error({ err: error }, 'unhandled error')
   }
-  return reply.code(statusCode).type('application/json; charset=utf-8').send({ error: message })
+  return reply.code(statusCode).type(JSON_TYPE).send({ error: message })
 }
 
 /**
@@ -94,7 +96,7 @@ export function answerClientError (error: NodeJS.ErrnoException, socket: Socket)
         ? [431, 'Request header fields are too large']
         : [400, 'Malformed HTTP request']
   const body = JSON.stringify({ error: message })
-  socket.end(`HTTP/1.1 ${statusCode} ${STATUS_CODES[statusCode]}\r\nContent-Type: application/json; charset=utf-8\r\n` +
+  socket.end(`HTTP/1.1 ${statusCode} ${STATUS_CODES[statusCode]}\r\nContent-Type: ${JSON_TYPE}\r\n` +
     `Content-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`)
 }
 
@@ -102,6 +104,6 @@ export function registerErrorHandlers (app: FastifyInstance): void {
   app.setErrorHandler(replyWithError)
 
   app.setNotFoundHandler((_request: FastifyRequest, reply: FastifyReply) => {
-    return reply.code(404).type('application/json; charset=utf-8').send({ error: 'Route not found' })
+    return reply.code(404).type(JSON_TYPE).send({ error: 'Route not found' })
   })
 }

@@ -126,6 +126,11 @@ export function rawRequest (
   })
 }
 
+/** A JSON POST over real HTTP. */
+export function postJsonOver (port: number, path: string, body: unknown): Promise<RawResponse> {
+  return rawRequest(port, { method: 'POST', path, body: JSON.stringify(body), headers: { 'content-type': 'application/json' } })
+}
+
 /** Builds the app and listens on a free loopback port. */
 export async function listeningApp (t: TestContext, env: Env = {}): Promise<{ app: FastifyInstance, port: number }> {
   const app = await testApp(t, env)

@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict'
 import { describe, test } from 'node:test'
 import { setTimeout as sleep } from 'node:timers/promises'
-import { postgresQuery, rawRequest, testApp, testDatabases, type RawResponse } from './helpers.js'
+import { postJsonOver as post, postgresQuery, rawRequest, testApp, testDatabases } from './helpers.js'
 import { runScript, startService } from './process.js'
 import { startTcpProxy } from './tcp-proxy.js'
 
@@ -14,10 +14,6 @@ function through (url: string, port: number): string {
   via.port = String(port)
   via.password = password
   return via.href
-}
-
-function post (port: number, path: string, body: unknown): Promise<RawResponse> {
-  return rawRequest(port, { method: 'POST', path, body: JSON.stringify(body), headers: { 'content-type': 'application/json' } })
 }
 
 describe('PostgreSQL', { skip: postgres.skip }, () => {

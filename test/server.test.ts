@@ -3,7 +3,7 @@ import { existsSync, writeFileSync } from 'node:fs'
 import http from 'node:http'
 import { join } from 'node:path'
 import { describe, test } from 'node:test'
-import { postgresQuery, rawRequest, temporaryFolder, testDatabases } from './helpers.js'
+import { postgresQuery, postJsonOver, rawRequest, temporaryFolder, testDatabases } from './helpers.js'
 import { runScript, startService } from './process.js'
 
 test('start-up prints the listening address and the docs URL in its first lines', async (t) => {
@@ -40,8 +40,7 @@ test('settings are read from .env in the working directory; the environment wins
   writeFileSync(join(folder, '.env'), 'DATABASE_URL=sqlite:from-dotenv.db\nLOG_LEVEL=info\nBODY_LIMIT=64\n')
   const service = await startService(t, { BODY_LIMIT: '1000' }, folder)
   assert.ok(existsSync(join(folder, 'from-dotenv.db')))
-  const body = JSON.stringify({ name: 'x'.repeat(100), email: 'ada@example.com' })
-  const response = await rawRequest(service.port, { method: 'POST', path: '/users', body, headers: { 'content-type': 'application/json' } })
+  const response = await postJsonOver(service.port, '/users', { name: 'x'.repeat(100), email: 'ada@example.com' })
   assert.equal(response.statusCode, 201, 'BODY_LIMIT from the environment (1000), not from .env (64)')
 })
 
@@ -83,8 +82,7 @@ for (const database of testDatabases) {
       const first = await startService(t, env)
       const created = []
       for (let i = 0; i < 20; i++) {
-        const body = JSON.stringify({ name: `user${i}`, email: `user${i}@example.com` })
-        const response = await rawRequest(first.port, { method: 'POST', path: '/users', body, headers: { 'content-type': 'application/json' } })
+        const response = await postJsonOver(first.port, '/users', { name: `user${i}`, email: `user${i}@example.com` })
         assert.equal(response.statusCode, 201)
         created.push(response.headers.location)
       }

@@ -3,7 +3,7 @@ import { once } from 'node:events'
 import net from 'node:net'
 import { test } from 'node:test'
 import { setTimeout as sleep } from 'node:timers/promises'
-import { rawRequest } from './helpers.js'
+import { postJsonOver, rawRequest } from './helpers.js'
 import { startService } from './process.js'
 
 /** Opens a raw connection and collects whatever the server sends until it closes it. */
@@ -85,6 +85,6 @@ test('two thousand idle connections do not stop a new client from being served',
     const response = await rawRequest(service.port, { path: '/' })
     assert.equal(response.statusCode, 200)
   }
-  const fresh = await rawRequest(service.port, { method: 'POST', path: '/users', body: '{"name":"Ada","email":"ada@example.com"}', headers: { 'content-type': 'application/json' } })
+  const fresh = await postJsonOver(service.port, '/users', { name: 'Ada', email: 'ada@example.com' })
   assert.equal(fresh.statusCode, 201)
 })

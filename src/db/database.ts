@@ -14,7 +14,7 @@ import type { Database } from './schema.js'
 
 export type Dialect = DatabaseConfig['dialect']
 
-export interface PoolStats {
+interface PoolStats {
   open: number
   idle: number
   waiting: number
@@ -31,8 +31,8 @@ export interface DatabaseHandle {
  * (when the pool is exhausted or the server unreachable) and for a query's answer (when
  * the network drops packets silently). Our queries take milliseconds; these bound outages.
  */
-export const CONNECT_TIMEOUT_MS = 3000
-export const QUERY_TIMEOUT_MS = 5000
+const CONNECT_TIMEOUT_MS = 3000
+const QUERY_TIMEOUT_MS = 5000
 
 /**
  * @param onConnectionError told when an idle pooled connection breaks (the database went
@@ -65,19 +65,22 @@ export function createDatabase (config: DatabaseConfig, onConnectionError: (erro
 const require = createRequire(import.meta.url)
 const nodeMajor = Number(process.versions.node.split('.')[0])
 
+/** What Kysely needs of a SQLite engine, plus running a pragma. */
+type SqliteEngine = SqliteDatabase & { exec: (sql: string) => void }
+
 /**
  * The SQLite engine. better-sqlite3 12, the last release for Node 20, is built on an API that
  * Node 24 changed: a statement freed by the garbage collector at the wrong moment aborts the
  * process. From Node 24 on, Node's own `node:sqlite` serves instead, behind the same
  * interface; Node 20 keeps better-sqlite3. CI runs every test on both.
  */
-function openEngine (filename: string): SqliteDatabase & { exec: (sql: string) => void } {
+function openEngine (filename: string): SqliteEngine {
   if (nodeMajor >= 24) return openNodeSqlite(filename)
   const BetterSqlite3: typeof SQLite = require('better-sqlite3')
   return new BetterSqlite3(filename)
 }
 
-function openNodeSqlite (filename: string): SqliteDatabase & { exec: (sql: string) => void } {
+function openNodeSqlite (filename: string): SqliteEngine {
   const { DatabaseSync }: typeof import('node:sqlite') = require('node:sqlite')
   const database = new DatabaseSync(filename)
   return {

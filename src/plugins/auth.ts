@@ -30,7 +30,6 @@ async function auth (app: FastifyInstance, options: { jwt: Config['jwt'] }): Pro
   }
   await app.register(jwt, {
     secret: options.jwt.secret,
-    sign: { algorithm: 'HS256' },
     verify: { algorithms: ['HS256'], requiredClaims: ['sub', 'exp'] }
   })
 }

@@ -50,14 +50,12 @@ async function metrics (app: FastifyInstance): Promise<void> {
 
   // prom-client hashes the labels on every call; a route has few label sets, so the bound
   // children are kept and reused.
-  const series = new Map<string, { count: () => void, time: (seconds: number) => void }>()
+  const series = new Map<string, { requests: ReturnType<typeof requests.labels>, latency: ReturnType<typeof latency.labels> }>()
   function seriesFor (method: string, route: string, statusCode: number) {
     const key = `${method} ${route} ${statusCode}`
     let found = series.get(key)
     if (found === undefined) {
-      const counter = requests.labels({ method, route, status_code: statusCode })
-      const histogram = latency.labels({ method, route })
-      found = { count: () => counter.inc(), time: (seconds) => histogram.observe(seconds) }
+      found = { requests: requests.labels({ method, route, status_code: statusCode }), latency: latency.labels({ method, route }) }
       series.set(key, found)
     }
     return found
@@ -66,8 +64,8 @@ async function metrics (app: FastifyInstance): Promise<void> {
   app.decorate('metricsRegistry', registry)
   app.addHook('onResponse', (request, reply, done) => {
     const observed = seriesFor(request.method, request.routeOptions.url ?? 'unmatched', reply.statusCode)
-    observed.count()
-    observed.time(reply.elapsedTime / 1000)
+    observed.requests.inc()
+    observed.latency.observe(reply.elapsedTime / 1000)
     done()
   })
 }
