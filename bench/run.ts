@@ -146,7 +146,7 @@ const median = (numbers: number[]) => [...numbers].sort((a, b) => a - b)[Math.fl
 const seedFile = join(folder, 'seed.db')
 const { db: seed } = createDatabase({ dialect: 'sqlite', filename: seedFile })
 await migrateToLatest(seed, 'sqlite')
-const seedUsers = createUserRepository(seed)
+const seedUsers = createUserRepository(seed, 'sqlite')
 for (let i = 1; i <= 1000; i++) await seedUsers.create({ name: `user${i}`, email: `user${i}@example.com` })
 await seed.destroy()
 

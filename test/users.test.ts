@@ -1,6 +1,9 @@
 import assert from 'node:assert/strict'
+import { join } from 'node:path'
 import { describe, test } from 'node:test'
-import { postJson, testAppOn, testDatabases } from './helpers.js'
+import { sql } from 'kysely'
+import { createDatabase } from '../src/db/database.js'
+import { postJson, temporaryFolder, testApp, testAppOn, testDatabases } from './helpers.js'
 
 const ada = { name: 'Ada', email: 'ada@example.com' }
 
@@ -133,3 +136,25 @@ for (const database of testDatabases) {
     })
   })
 }
+
+describe('users posted together on SQLite, committed as a group', () => {
+  test('each gets its own id in order of arrival, and one the database refuses fails alone', async (t) => {
+    const filename = join(temporaryFolder(t), 'app.db')
+    const app = await testApp(t, { DATABASE_URL: `sqlite:${filename}` })
+    const { db } = createDatabase({ dialect: 'sqlite', filename })
+    t.after(() => db.destroy())
+    await sql`create trigger refuse_user before insert on users when new.name = 'Refused'
+      begin select raise(abort, 'refused by a trigger'); end`.execute(db)
+
+    const names = ['Ada', 'Grace', 'Refused', 'Edsger', 'Barbara']
+    const responses = await Promise.all(names.map((name) => postJson(app, '/users', { name, email: 'someone@example.com' })))
+
+    assert.deepEqual(responses.map((response) => response.statusCode), [201, 201, 500, 201, 201])
+    const list = (await app.inject('/users')).json()
+    assert.deepEqual(list.map((user: { name: string }) => user.name), ['Ada', 'Grace', 'Edsger', 'Barbara'])
+    for (const [index, response] of responses.entries()) {
+      if (response.statusCode !== 201) continue
+      assert.equal((await app.inject(String(response.headers.location))).json().name, names[index])
+    }
+  })
+})
