@@ -37,6 +37,13 @@ for (const database of testDatabases) {
       assert.equal(latency?.type, 'HISTOGRAM')
       assert.ok(Object.keys(latency?.metrics[0]?.buckets ?? {}).includes('0.001'))
       assert.match(response.body, /^http_request_duration_seconds_bucket\{le="0\.005",method="GET",route="\/users\/:id"\} \d+$/m, 'one histogram per method and route')
+      const sample = (name: string) => Number(new RegExp(`^${name}\\{(?:le="([^"]+)",)?method="GET",route="/users/:id"\\} (\\S+)$`, 'm').exec(response.body)?.[2])
+      const cumulative = [...response.body.matchAll(/^http_request_duration_seconds_bucket\{le="[^"]+",method="GET",route="\/users\/:id"\} (\d+)$/gm)].map((match) => Number(match[1]))
+      assert.equal(cumulative.length, 13, 'twelve bounds and +Inf')
+      assert.deepEqual(cumulative, [...cumulative].sort((a, b) => a - b), 'buckets are cumulative')
+      assert.equal(cumulative.at(-1), 2, '+Inf counts every answer')
+      assert.equal(sample('http_request_duration_seconds_count'), 2)
+      assert.ok(sample('http_request_duration_seconds_sum') > 0)
 
       for (const name of ['process_cpu_user_seconds_total', 'process_resident_memory_bytes', 'nodejs_eventloop_lag_seconds', 'nodejs_heap_size_used_bytes']) {
         assert.ok(families.has(name), name)
