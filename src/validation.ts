@@ -14,7 +14,10 @@ const sharedOptions: Options = {
   useDefaults: true,
   allErrors: false,
   // TypeBox adds annotations (e.g. `~kind`) that Ajv's strict mode would reject.
-  strict: false
+  strict: false,
+  // The schemas are this service's own, fixed and tested; checking each against the JSON
+  // Schema meta-schema would compile that meta-schema once per instance at every start-up.
+  validateSchema: false
 }
 
 function createAjv (options: Options): Ajv {

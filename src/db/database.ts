@@ -7,12 +7,15 @@ import { mkdirSync } from 'node:fs'
 import { dirname } from 'node:path'
 import { createRequire } from 'node:module'
 import type SQLite from 'better-sqlite3'
+import type pg from 'pg'
 import { Kysely, PostgresDialect, SqliteDialect, type SqliteDatabase } from 'kysely'
-import pg from 'pg'
 import type { DatabaseConfig } from '../config.js'
 import type { Database } from './schema.js'
 
 export type Dialect = DatabaseConfig['dialect']
+
+const require = createRequire(import.meta.url)
+const nodeMajor = Number(process.versions.node.split('.')[0])
 
 interface PoolStats {
   open: number
@@ -40,7 +43,9 @@ const QUERY_TIMEOUT_MS = 5000
  */
 export function createDatabase (config: DatabaseConfig, onConnectionError: (error: Error) => void = () => {}): DatabaseHandle {
   if (config.dialect === 'postgres') {
-    const pool = new pg.Pool({
+    // Loaded only here: on SQLite, the default, start-up skips it.
+    const { Pool }: typeof pg = require('pg')
+    const pool = new Pool({
       connectionString: config.connectionString,
       max: config.poolSize,
       connectionTimeoutMillis: CONNECT_TIMEOUT_MS,
@@ -61,9 +66,6 @@ export function createDatabase (config: DatabaseConfig, onConnectionError: (erro
   }
   return { db: new Kysely<Database>({ dialect: new SqliteDialect({ database: reusingStatements(openSqlite(config.filename)) }) }) }
 }
-
-const require = createRequire(import.meta.url)
-const nodeMajor = Number(process.versions.node.split('.')[0])
 
 /** What Kysely needs of a SQLite engine, plus running a pragma. */
 type SqliteEngine = SqliteDatabase & { exec: (sql: string) => void }
