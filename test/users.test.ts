@@ -74,6 +74,10 @@ for (const database of testDatabases) {
       const page = await app.inject('/users?limit=2&offset=3')
       assert.deepEqual(page.json(), [{ id: 4, name: 'user4' }, { id: 5, name: 'user5' }])
       assert.equal(page.headers['x-total-count'], '5')
+
+      const pastTheEnd = await app.inject('/users?offset=10')
+      assert.deepEqual(pastTheEnd.json(), [])
+      assert.equal(pastTheEnd.headers['x-total-count'], '5', 'the total, even on an empty page')
     })
 
     test('GET /users refuses a limit or offset out of range', async (t) => {
