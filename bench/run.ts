@@ -192,25 +192,26 @@ const results: LevelResult[] = []
 // turn, so that the ratios (to the baseline, and info to warn) come from the same minutes even
 // when the machine's speed drifts. Idle servers on the shared core use no CPU.
 const services = [await startService('warn', 3302), await startService('info', 3303)]
-const rows = new Map(services.map((service) => [service.level, [] as LevelResult['rows']]))
+const rows = services.map((): LevelResult['rows'] => [])
 try {
   for (const workload of workloads) {
     for (const service of services) await measure(service.process, service.port, workload, warmup)
     await measure(baseline, baselinePort, workload, warmup)
-    const samples = new Map<string, Sample[]>([...services.map((service) => [service.level, []] as [string, Sample[]]), ['baseline', []]])
+    const serviceSamples = services.map((): Sample[] => [])
+    const baselineSamples: Sample[] = []
     for (let round = 0; round < rounds; round++) {
-      for (const service of services) samples.get(service.level)!.push(await measure(service.process, service.port, workload, duration))
-      samples.get('baseline')!.push(await measure(baseline, baselinePort, workload, duration))
+      for (const [index, service] of services.entries()) serviceSamples[index]!.push(await measure(service.process, service.port, workload, duration))
+      baselineSamples.push(await measure(baseline, baselinePort, workload, duration))
     }
-    const baselineSample = summarise(samples.get('baseline')!)
-    for (const service of services) {
-      const row = { workload, service: summarise(samples.get(service.level)!), baseline: baselineSample }
-      rows.get(service.level)!.push(row)
+    for (const [index, service] of services.entries()) {
+      const row = { workload, service: summarise(serviceSamples[index]!), baseline: summarise(baselineSamples) }
+      rows[index]!.push(row)
       process.stderr.write(`  ${workload.name} at ${service.level}: ${row.service.rps.toFixed(0)} vs ${row.baseline.rps.toFixed(0)} req/s (${(row.service.rps / row.baseline.rps).toFixed(2)}x), p99 ${row.service.p99.toFixed(2)} ms\n`)
     }
   }
-  for (const service of services) {
-    results.push({ ...service, loadedRss: rssMegabytes(service.process.pid!), rows: rows.get(service.level)! })
+  for (const [index, service] of services.entries()) {
+    const { level, startupMs, idleRss } = service
+    results.push({ level, startupMs, idleRss, loadedRss: rssMegabytes(service.process.pid!), rows: rows[index]! })
     service.process.kill('SIGTERM')
     await once(service.process, 'exit')
   }

@@ -86,9 +86,9 @@ function groupCommit (db: Kysely<Database>, insertOne: (executor: Executor, user
     pending = []
     try {
       const ids = await db.transaction().execute(async (transaction) => {
-        const ids: number[] = []
-        for (const { user } of group) ids.push(await insertOne(transaction, user))
-        return ids
+        const inserted: number[] = []
+        for (const { user } of group) inserted.push(await insertOne(transaction, user))
+        return inserted
       })
       group.forEach(({ resolve }, index) => resolve(ids[index]!))
     } catch {

@@ -18,15 +18,21 @@ declare module 'fastify' {
 /** Seconds; finer at the low end than prom-client's defaults, where this service answers. */
 const LATENCY_BUCKETS = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5]
 
+/** Answers seen: how many, their total seconds, and how many fell in each latency bucket. */
+interface Tally {
+  count: number
+  seconds: number
+  /** Per bucket, not cumulative; the last counts those above every bound. */
+  buckets: Float64Array
+}
+
+const emptyTally = (): Tally => ({ count: 0, seconds: 0, buckets: new Float64Array(LATENCY_BUCKETS.length + 1) })
+
 /** What one method, route pattern and status code have seen. */
-interface Series {
+interface Series extends Tally {
   method: string
   route: string
   statusCode: number
-  count: number
-  seconds: number
-  /** Answers per latency bucket (not cumulative), the last for those above every bound. */
-  buckets: Float64Array
 }
 
 type Sample = { metricName: string, labels: Record<string, string | number>, value: number }
@@ -44,7 +50,7 @@ class RequestSeries {
     const key = `${method} ${route} ${statusCode}`
     let found = this.series.get(key)
     if (found === undefined) {
-      found = { method, route, statusCode, count: 0, seconds: 0, buckets: new Float64Array(LATENCY_BUCKETS.length + 1) }
+      found = { method, route, statusCode, ...emptyTally() }
       this.series.set(key, found)
     }
     found.count++
@@ -61,12 +67,12 @@ class RequestSeries {
 
   /** One histogram per method and route pattern, all status codes together. */
   latencySamples (name: string): Sample[] {
-    const byRoute = new Map<string, { method: string, route: string, count: number, seconds: number, buckets: Float64Array }>()
+    const byRoute = new Map<string, Tally & { method: string, route: string }>()
     for (const series of this.series.values()) {
       const key = `${series.method} ${series.route}`
       let total = byRoute.get(key)
       if (total === undefined) {
-        total = { method: series.method, route: series.route, count: 0, seconds: 0, buckets: new Float64Array(LATENCY_BUCKETS.length + 1) }
+        total = { method: series.method, route: series.route, ...emptyTally() }
         byRoute.set(key, total)
       }
       total.count += series.count
