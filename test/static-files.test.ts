@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict'
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
+import { setTimeout as sleep } from 'node:timers/promises'
 import { join } from 'node:path'
 import { test, type TestContext } from 'node:test'
 import { listeningApp, rawRequest } from './helpers.js'
@@ -84,4 +85,17 @@ test('a missing file is the JSON 404 of any unknown route', async (t) => {
   const response = await rawRequest(port, { path: '/missing.png' })
   assert.equal(response.statusCode, 404)
   assert.deepEqual(JSON.parse(response.body), { error: 'Route not found' })
+})
+
+test('a file added while running is served within a second, and a removed one is a 404', async (t) => {
+  const root = staticFolder(t)
+  const { port } = await listeningApp(t, { STATIC_DIR: root })
+  writeFileSync(join(root, 'added.txt'), 'new')
+  await sleep(1100)
+  assert.equal((await rawRequest(port, { path: '/added.txt' })).body, 'new')
+
+  rmSync(join(root, 'style.css'))
+  const removed = await rawRequest(port, { path: '/style.css' })
+  assert.equal(removed.statusCode, 404)
+  assert.deepEqual(JSON.parse(removed.body), { error: 'Route not found' })
 })
