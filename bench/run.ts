@@ -36,7 +36,9 @@ const connections = Number(values.connections)
 const FULL_CORE = 0.85
 
 const root = new URL('..', import.meta.url).pathname
-if (!existsSync(join(root, 'dist/server.js'))) throw new Error('build first: npm run build')
+// What `npm start` runs: the service as shipped.
+const SERVER = 'dist/bundle/server.js'
+if (!existsSync(join(root, SERVER))) throw new Error('build first: npm run build')
 const has = (command: string) => spawnSync('sh', ['-c', `command -v ${command}`]).status === 0
 const pinning = has('taskset') && cpus().length >= 2
 const generator = has('wrk') ? 'wrk' : 'autocannon'
@@ -163,7 +165,7 @@ async function startService (level: string, port: number): Promise<Running> {
   const databaseFile = join(folder, `${level}.db`)
   copyFileSync(seedFile, databaseFile)
   const launched = performance.now()
-  const service = start(pin(0, [process.execPath, 'dist/server.js']), {
+  const service = start(pin(0, [process.execPath, SERVER]), {
     NODE_ENV: 'production',
     JWT_SECRET: 'bench-secret-of-thirty-two-bytes-or-more',
     LOG_LEVEL: level,

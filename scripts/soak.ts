@@ -36,7 +36,7 @@ const folder = mkdtempSync(join(tmpdir(), 'soak-'))
 const databaseUrl = values['database-url'] ?? `sqlite:${join(folder, 'soak.db')}`
 const port = 3900 + Math.floor(Math.random() * 90)
 
-const service = spawn(process.execPath, ['dist/server.js'], {
+const service = spawn(process.execPath, ['dist/bundle/server.js'], {
   env: { ...process.env, NODE_ENV: 'production', JWT_SECRET: 'soak-'.padEnd(40, 'x'), LOG_LEVEL: 'warn', HOST: '127.0.0.1', PORT: String(port), DATABASE_URL: databaseUrl },
   stdio: ['ignore', 'ignore', 'inherit']
 })

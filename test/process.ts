@@ -23,8 +23,11 @@ export interface RunningService {
   exited: Promise<Exit>
 }
 
-function spawnScript (script: string, env: Record<string, string>, cwd: string, args: string[] = []): ChildProcess {
-  return spawn(process.execPath, ['--import', tsx, entry(script), ...args], {
+/** Node's arguments that run a script of src/ from its TypeScript source. */
+export const fromSource = (script: string): string[] => ['--import', tsx, entry(script)]
+
+function spawnNode (nodeArgs: string[], env: Record<string, string>, cwd: string): ChildProcess {
+  return spawn(process.execPath, nodeArgs, {
     cwd,
     env: { PATH: process.env.PATH, HOST: '127.0.0.1', PORT: '0', LOG_LEVEL: 'info', ...env },
     stdio: ['ignore', 'pipe', 'pipe']
@@ -35,9 +38,12 @@ function exitOf (child: ChildProcess): Promise<Exit> {
   return once(child, 'exit').then(([code, signal]) => ({ code, signal }))
 }
 
-/** Starts the service and resolves once it has printed where its documentation is. */
-export async function startService (t: TestContext, env: Record<string, string>, cwd = repositoryRoot): Promise<RunningService> {
-  const child = spawnScript('server.ts', env, cwd)
+/**
+ * Starts the service and resolves once it has printed where its documentation is. It runs
+ * from the sources unless `nodeArgs` name another entry, such as the built bundle.
+ */
+export async function startService (t: TestContext, env: Record<string, string>, cwd = repositoryRoot, nodeArgs = fromSource('server.ts')): Promise<RunningService> {
+  const child = spawnNode(nodeArgs, env, cwd)
   const exited = exitOf(child)
   t.after(() => { if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL') })
 
@@ -63,7 +69,7 @@ export async function startService (t: TestContext, env: Record<string, string>,
 
 /** Runs a script to completion and collects what it printed. */
 export async function runScript (script: string, env: Record<string, string>, args: string[] = []): Promise<Exit & { stdout: string, stderr: string }> {
-  const child = spawnScript(script, env, repositoryRoot, args)
+  const child = spawnNode([...fromSource(script), ...args], env, repositoryRoot)
   let stdout = ''
   let stderr = ''
   child.stdout?.on('data', (chunk) => { stdout += String(chunk) })

@@ -1,10 +1,21 @@
 import assert from 'node:assert/strict'
-import { existsSync, writeFileSync } from 'node:fs'
+import { existsSync, rmSync, writeFileSync } from 'node:fs'
 import http from 'node:http'
 import { join } from 'node:path'
-import { describe, test } from 'node:test'
+import { after, describe, test } from 'node:test'
+import { bundleServer } from '../scripts/bundle.js'
 import { postgresQuery, postJsonOver, rawRequest, temporaryFolder, testDatabases } from './helpers.js'
-import { runScript, startService } from './process.js'
+import { repositoryRoot, runScript, startService } from './process.js'
+
+/**
+ * The single file `npm start` runs, bundled afresh from the sources, once for this file's
+ * tests. It is written inside dist/ so that its dependencies left outside the bundle are
+ * found in node_modules, as they are for dist/bundle/server.js.
+ */
+const bundleFolder = join(repositoryRoot, 'dist', `test-bundle-${process.pid}`)
+after(() => rmSync(bundleFolder, { recursive: true, force: true }))
+let bundled: Promise<string> | undefined
+const bundledServer = async () => await (bundled ??= bundleServer(join(bundleFolder, 'server.js')).then(() => join(bundleFolder, 'server.js')))
 
 test('start-up prints the listening address and the docs URL in its first lines', async (t) => {
   const folder = temporaryFolder(t)
@@ -93,6 +104,20 @@ for (const database of testDatabases) {
       const list = await rawRequest(second.port, { path: '/users' })
       assert.equal(list.headers['x-total-count'], '20')
       assert.deepEqual(JSON.parse(list.body).map((user: { id: number }) => `/users/${user.id}`), created)
+    })
+
+    test('the bundled server that npm start runs serves the API and the docs, and stops on SIGTERM', async (t) => {
+      const service = await startService(t, { DATABASE_URL: await database.url(t) }, repositoryRoot, [await bundledServer()])
+      assert.equal((await rawRequest(service.port, { path: '/health' })).statusCode, 200)
+      const created = await postJsonOver(service.port, '/users', { name: 'Ada', email: 'ada@example.com' })
+      assert.equal(created.statusCode, 201)
+      const found = await rawRequest(service.port, { path: created.headers.location as string })
+      assert.equal(JSON.parse(found.body).name, 'Ada')
+      assert.match((await rawRequest(service.port, { path: '/documentation/' })).body, /swagger/i)
+      assert.equal((await rawRequest(service.port, { path: '/documentation/static/swagger-ui.css' })).statusCode, 200)
+      assert.equal((await rawRequest(service.port, { path: '/index.html' })).statusCode, 200)
+      service.child.kill('SIGTERM')
+      assert.deepEqual(await service.exited, { code: 0, signal: null })
     })
 
     test('npm run migrate creates the schema, then finds it up to date', async (t) => {
