@@ -8,6 +8,7 @@
 import { Ajv, type ErrorObject, type Options } from 'ajv'
 import addFormats from 'ajv-formats'
 import type { FastifySchemaCompiler, FastifyServerOptions } from 'fastify'
+import { AppError } from './errors.js'
 
 const sharedOptions: Options = {
   removeAdditional: false,
@@ -46,5 +47,5 @@ export const formatSchemaError: NonNullable<FastifyServerOptions['schemaErrorFor
   const what = first?.keyword === 'additionalProperties'
     ? `must NOT have additional property ${JSON.stringify(first.params.additionalProperty)}`
     : first?.message ?? 'is invalid'
-  return new Error(`${where} ${what}`)
+  return new AppError(`${where} ${what}`, 400)
 }
