@@ -8,7 +8,7 @@
  * ratio to the baseline, and the server's CPU use; a run whose server did not use about one
  * full core is flagged, for then the load generator, not the server, was the limit. Also
  * reports the time from process start to the first 200 on /health and RSS idle and after the
- * load. Writes docs/benchmark-run.md and docs/benchmark-run.svg.
+ * load; start-up over five starts. Writes docs/benchmark-run.md and docs/benchmark-run.svg.
  */
 import { execFileSync, spawn, spawnSync, type ChildProcess } from 'node:child_process'
 import { once } from 'node:events'
@@ -142,6 +142,9 @@ function start (command: string[], env: Record<string, string>): ChildProcess {
 }
 
 const median = (numbers: number[]) => [...numbers].sort((a, b) => a - b)[Math.floor(numbers.length / 2)]!
+/** "412 (380–455)": the median, then the lowest and highest. */
+const spread = (numbers: number[], digits: number) =>
+  `${median(numbers).toFixed(digits)} (${Math.min(...numbers).toFixed(digits)}–${Math.max(...numbers).toFixed(digits)})`
 
 // A database of 1,000 users, made by the service's own storage modules; each log level starts
 // from its own copy, so rows added by one pass do not slow the next one's counts.
@@ -189,6 +192,17 @@ const summarise = (list: Sample[]): Sample => ({
   unexpected: list.reduce((sum, sample) => sum + sample.unexpected, 0)
 })
 
+// One start says little on a shared machine, so start-up is measured over several, before
+// the load, at the default level of production logging.
+const STARTS = 5
+const startups: Array<Pick<Running, 'startupMs' | 'idleRss'>> = []
+for (let index = 0; index < STARTS; index++) {
+  const { process: service, startupMs, idleRss } = await startService('warn', 3302)
+  startups.push({ startupMs, idleRss })
+  service.kill('SIGTERM')
+  await once(service, 'exit')
+}
+
 const results: LevelResult[] = []
 // Both log levels run side by side with the baseline, and every round measures all three in
 // turn, so that the ratios (to the baseline, and info to warn) come from the same minutes even
@@ -229,6 +243,9 @@ const lines: string[] = [
   `Machine: ${cpus().length} × ${cpus()[0]?.model.trim()}, Node ${process.version}, load generator ${generator}` +
     `${pinning ? ', server on core 0 and generator on core 1 (taskset)' : ', not pinned (no taskset)'}.`,
   `Command: \`npm run bench -- --duration ${duration} --rounds ${rounds} --warmup ${warmup}\`; ${connections} connections; medians of ${rounds} rounds.`,
+  '',
+  `Start-up, over ${STARTS} starts at LOG_LEVEL=warn: first 200 on /health after ${spread(startups.map((start) => start.startupMs), 0)} ms ` +
+    `(target ≤ 500); idle RSS ${spread(startups.map((start) => start.idleRss), 1)} MB (target ≤ 80).`,
   ''
 ]
 for (const result of results) {
