@@ -1,8 +1,9 @@
 /**
  * `npm run build` runs this after `tsc`: it bundles the server, from src/server.ts, into one
- * file, dist/bundle/server.js, which `npm start` runs. Loading the several thousand modules
- * of the dependencies one by one (typebox alone has about 700) took most of start-up; the
- * bundle starts in less than half the time and idles in less memory. See README, "Build".
+ * file, dist/bundle/server.js, which `npm start` runs. Loading the 1,100 modules of the
+ * service and its dependencies one by one (typebox alone has about 700) took most of
+ * start-up; the bundle starts in less than half the time and idles in less memory. See
+ * README, "Build".
  *
  * Left outside, loaded from node_modules as usual: the native or optional database drivers;
  * pino, whose transports start worker threads from its own files; and Swagger UI, which
@@ -25,8 +26,9 @@ export async function bundleServer (outfile: string): Promise<void> {
     // The CommonJS dependencies inside the bundle require Node's own modules.
     banner: { js: "import { createRequire as createRequireOfBundle } from 'node:module'; const require = createRequireOfBundle(import.meta.url);" },
     // Names are kept, so stack traces name their functions; `node --enable-source-maps`
-    // maps them to the sources. Without comments, the text is ASCII, which V8 keeps in one
-    // byte a character instead of two: 2 MB less resident memory.
+    // maps them to the sources. Without comments and line breaks the bundle is 2.2 MB instead
+    // of 3.4, and holds no character beyond Latin-1, so V8 keeps it in one byte a character
+    // instead of two: idle RSS 79 MB instead of 84. (Full minifying cost 4 MB more.)
     minifyWhitespace: true,
     legalComments: 'external',
     sourcemap: true,
