@@ -24,7 +24,7 @@ export interface RunningService {
 }
 
 /** Node's arguments that run a script of src/ from its TypeScript source. */
-export const fromSource = (script: string): string[] => ['--import', tsx, entry(script)]
+const fromSource = (script: string): string[] => ['--import', tsx, entry(script)]
 
 function spawnNode (nodeArgs: string[], env: Record<string, string>, cwd: string): ChildProcess {
   return spawn(process.execPath, nodeArgs, {
