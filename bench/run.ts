@@ -20,6 +20,7 @@ import { parseArgs } from 'node:util'
 import { createDatabase } from '../src/db/database.js'
 import { migrateToLatest } from '../src/db/migrate.js'
 import { createUserRepository } from '../src/db/users.js'
+import { SERVER_BUNDLE } from '../scripts/bundle.js'
 
 const { values } = parseArgs({
   options: {
@@ -36,9 +37,7 @@ const connections = Number(values.connections)
 const FULL_CORE = 0.85
 
 const root = new URL('..', import.meta.url).pathname
-// What `npm start` runs: the service as shipped.
-const SERVER = 'dist/bundle/server.js'
-if (!existsSync(join(root, SERVER))) throw new Error('build first: npm run build')
+if (!existsSync(join(root, SERVER_BUNDLE))) throw new Error('build first: npm run build')
 const has = (command: string) => spawnSync('sh', ['-c', `command -v ${command}`]).status === 0
 const pinning = has('taskset') && cpus().length >= 2
 const generator = has('wrk') ? 'wrk' : 'autocannon'
@@ -168,7 +167,7 @@ async function startService (level: string, port: number): Promise<Running> {
   const databaseFile = join(folder, `${level}.db`)
   copyFileSync(seedFile, databaseFile)
   const launched = performance.now()
-  const service = start(pin(0, [process.execPath, SERVER]), {
+  const service = start(pin(0, [process.execPath, SERVER_BUNDLE]), {
     NODE_ENV: 'production',
     JWT_SECRET: 'bench-secret-of-thirty-two-bytes-or-more',
     LOG_LEVEL: level,

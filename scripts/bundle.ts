@@ -14,6 +14,9 @@ import { fileURLToPath } from 'node:url'
 
 const EXTERNAL = ['better-sqlite3', 'pg', 'pg-native', 'pino', 'pino-pretty', '@fastify/swagger-ui']
 
+/** The bundle `npm run build` writes and `npm start` runs, from the repository's root. */
+export const SERVER_BUNDLE = 'dist/bundle/server.js'
+
 export async function bundleServer (outfile: string): Promise<void> {
   await build({
     entryPoints: [fileURLToPath(new URL('../src/server.ts', import.meta.url))],
@@ -37,5 +40,5 @@ export async function bundleServer (outfile: string): Promise<void> {
 }
 
 if (process.argv[1] === fileURLToPath(import.meta.url)) {
-  await bundleServer(fileURLToPath(new URL('../dist/bundle/server.js', import.meta.url)))
+  await bundleServer(fileURLToPath(new URL(`../${SERVER_BUNDLE}`, import.meta.url)))
 }

@@ -15,6 +15,7 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { parseArgs } from 'node:util'
+import { SERVER_BUNDLE } from './bundle.js'
 
 const RSS_GROWTH_BOUND = 0.25
 
@@ -36,7 +37,7 @@ const folder = mkdtempSync(join(tmpdir(), 'soak-'))
 const databaseUrl = values['database-url'] ?? `sqlite:${join(folder, 'soak.db')}`
 const port = 3900 + Math.floor(Math.random() * 90)
 
-const service = spawn(process.execPath, ['dist/bundle/server.js'], {
+const service = spawn(process.execPath, [SERVER_BUNDLE], {
   env: { ...process.env, NODE_ENV: 'production', JWT_SECRET: 'soak-'.padEnd(40, 'x'), LOG_LEVEL: 'warn', HOST: '127.0.0.1', PORT: String(port), DATABASE_URL: databaseUrl },
   stdio: ['ignore', 'ignore', 'inherit']
 })
