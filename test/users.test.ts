@@ -162,3 +162,23 @@ describe('users posted together on SQLite, committed as a group', () => {
     }
   })
 })
+
+describe('users read together on SQLite, in one transaction', () => {
+  test('each read gets its own answer, and lists count what was committed before they arrived', async (t) => {
+    const app = await testApp(t, { DATABASE_URL: `sqlite:${join(temporaryFolder(t), 'app.db')}` })
+    for (let i = 1; i <= 5; i++) await postJson(app, '/users', { name: `user${i}`, email: `user${i}@example.com` })
+
+    const lookups = await Promise.all([1, 2, 3, 4, 5, 6].map((id) => app.inject(`/users/${id}`)))
+    const pages = await Promise.all([0, 1, 2, 3, 4, 5].map((offset) => app.inject(`/users?limit=1&offset=${offset}`)))
+
+    assert.deepEqual(lookups.map((response) => response.json().name), ['user1', 'user2', 'user3', 'user4', 'user5', undefined])
+    assert.equal(lookups[5]!.statusCode, 404)
+    assert.deepEqual(pages.map((response) => response.json()[0]?.id), [1, 2, 3, 4, 5, undefined])
+    assert.deepEqual(pages.map((response) => response.headers['x-total-count']), ['5', '5', '5', '5', '5', '5'])
+
+    await postJson(app, '/users', { name: 'user6', email: 'user6@example.com' })
+    const after = await Promise.all([app.inject('/users?limit=1'), app.inject('/users/6')])
+    assert.equal(after[0].headers['x-total-count'], '6')
+    assert.equal(after[1].json().name, 'user6')
+  })
+})
