@@ -99,3 +99,39 @@ test('a file added while running is served within a second, and a removed one is
   assert.equal(removed.statusCode, 404)
   assert.deepEqual(JSON.parse(removed.body), { error: 'Route not found' })
 })
+
+/** Headers that differ between any two answers. */
+const PER_ANSWER = new Set(['date', 'x-request-id'])
+const lasting = (headers: Record<string, unknown>) => Object.fromEntries(Object.entries(headers).filter(([name]) => !PER_ANSWER.has(name)))
+
+test('a small file answers plain GETs and HEADs from memory with the headers of an answer from disk', async (t) => {
+  const { port } = await listeningApp(t, { STATIC_DIR: staticFolder(t) })
+  // An ETag that does not match makes the request conditional, and so answered from disk in full.
+  const fromDisk = await rawRequest(port, { path: '/style.css', headers: { 'if-none-match': '"another"' } })
+  assert.equal(fromDisk.statusCode, 200)
+  for (const method of ['GET', 'HEAD', 'GET']) {
+    const plain = await rawRequest(port, { method, path: '/style.css' })
+    assert.equal(plain.statusCode, 200, method)
+    assert.deepEqual(lasting(plain.headers), lasting(fromDisk.headers), method)
+    assert.equal(plain.body, method === 'GET' ? 'body { color: red }' : '', method)
+  }
+})
+
+test('a changed file is served within a second, and a large one in full', async (t) => {
+  const root = staticFolder(t)
+  const { port } = await listeningApp(t, { STATIC_DIR: root })
+  assert.equal((await rawRequest(port, { path: '/style.css' })).body, 'body { color: red }')
+
+  writeFileSync(join(root, 'style.css'), 'body { color: blue; margin: 0 }')
+  const large = 'x'.repeat(200_000)
+  writeFileSync(join(root, 'large.txt'), large)
+  await sleep(1100)
+
+  const changed = await rawRequest(port, { path: '/style.css' })
+  assert.equal(changed.body, 'body { color: blue; margin: 0 }')
+  const revalidated = await rawRequest(port, { path: '/style.css', headers: { 'if-none-match': changed.headers.etag as string } })
+  assert.equal(revalidated.statusCode, 304, 'the ETag served is the changed file\'s')
+  const largeFile = await rawRequest(port, { path: '/large.txt' })
+  assert.equal(largeFile.headers['content-length'], '200000')
+  assert.equal(largeFile.body, large)
+})
