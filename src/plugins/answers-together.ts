@@ -6,7 +6,7 @@
  * was answered, the writes alternated with the work on the next request, so every stage ran
  * with the CPU's caches full of the other stages, and each write, on the same machine, woke
  * a client that had gone back to sleep since the last one. Written together after all are
- * made, `GET /` served 1.4 to 1.6 times as many requests (paired runs at 50 connections,
+ * made, `GET /` served 1.2 to 1.6 times as many requests (paired runs at 50 connections,
  * docs/benchmarks.md). A lone client waits for one more turn of the event loop: 2 to 7 µs
  * more on a 55 µs round trip, measured at one connection.
  */
