@@ -25,8 +25,8 @@ import fastifyStatic from '@fastify/static'
 import type { FastifyInstance, FastifyRequest } from 'fastify'
 import fp from 'fastify-plugin'
 
-const RELIST_AFTER_MS = 1000
-const RECHECK_AFTER_MS = 1000
+/** How long the listing and a kept file are trusted before the disk is looked at again. */
+const TRUSTED_FOR_MS = 1000
 const KEPT_FILE_MAX_BYTES = 64 * 1024
 const KEPT_FILES_MAX_BYTES = 8 * 1024 * 1024
 
@@ -99,7 +99,7 @@ class SmallFiles {
 
   async get (path: string): Promise<KeptFile | undefined> {
     const entry = this.entries.get(path)
-    if (entry !== undefined && Date.now() - entry.checkedAt < RECHECK_AFTER_MS) return entry.file
+    if (entry !== undefined && Date.now() - entry.checkedAt < TRUSTED_FOR_MS) return entry.file
     let check = this.checking.get(path)
     if (check === undefined) {
       check = this.reread(path, entry?.file).finally(() => this.checking.delete(path))
@@ -133,7 +133,7 @@ async function staticFiles (app: FastifyInstance, options: { root: string }): Pr
 
   async function isListed (path: string): Promise<boolean> {
     if (files.has(path)) return true
-    if (Date.now() - listedAt < RELIST_AFTER_MS) return false
+    if (Date.now() - listedAt < TRUSTED_FOR_MS) return false
     relisting ??= listFiles(root).then((listed) => {
       files = listed
       listedAt = Date.now()
