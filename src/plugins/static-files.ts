@@ -88,24 +88,49 @@ async function readSmallFile (file: string, previous: KeptFile | undefined, room
   }
 }
 
+/**
+ * What the disk held when last looked at, trusted for a while; asked for after that, it is
+ * read again, once, however many ask meanwhile.
+ */
+class DiskView<T> {
+  private reading: Promise<T> | undefined
+
+  constructor (
+    private value: T,
+    private readonly read: (previous: T) => Promise<T>,
+    private readAt = Date.now()
+  ) {}
+
+  get lastRead (): T {
+    return this.value
+  }
+
+  async current (): Promise<T> {
+    if (Date.now() - this.readAt < TRUSTED_FOR_MS) return this.value
+    this.reading ??= this.read(this.value).then((value) => {
+      this.value = value
+      this.readAt = Date.now()
+      return value
+    }).finally(() => { this.reading = undefined })
+    return await this.reading
+  }
+}
+
 /** Small files of the folder, by URL path, within a budget of memory. */
 class SmallFiles {
-  /** The file as last read (undefined if not kept), and when it was last compared with the disk. */
-  private readonly entries = new Map<string, { file: KeptFile | undefined, checkedAt: number }>()
-  private readonly checking = new Map<string, Promise<KeptFile | undefined>>()
+  private readonly views = new Map<string, DiskView<KeptFile | undefined>>()
   private bytes = 0
 
   constructor (private readonly root: string) {}
 
   async get (path: string): Promise<KeptFile | undefined> {
-    const entry = this.entries.get(path)
-    if (entry !== undefined && Date.now() - entry.checkedAt < TRUSTED_FOR_MS) return entry.file
-    let check = this.checking.get(path)
-    if (check === undefined) {
-      check = this.reread(path, entry?.file).finally(() => this.checking.delete(path))
-      this.checking.set(path, check)
+    let view = this.views.get(path)
+    if (view === undefined) {
+      // Read at the first request, not when the folder is listed.
+      view = new DiskView<KeptFile | undefined>(undefined, async (previous) => await this.reread(path, previous), 0)
+      this.views.set(path, view)
     }
-    return await check
+    return await view.current()
   }
 
   private async reread (path: string, previous: KeptFile | undefined): Promise<KeptFile | undefined> {
@@ -114,7 +139,6 @@ class SmallFiles {
     // Other files may have been kept while this one was read.
     const file = read !== undefined && read.body.length <= room() ? read : undefined
     this.bytes += (file?.body.length ?? 0) - (previous?.body.length ?? 0)
-    this.entries.set(path, { file, checkedAt: Date.now() })
     return file
   }
 }
@@ -127,20 +151,9 @@ async function staticFiles (app: FastifyInstance, options: { root: string }): Pr
   await app.register(fastifyStatic, { root, serve: false, dotfiles: 'ignore' })
 
   const smallFiles = new SmallFiles(root)
-  let files = await listFiles(root)
-  let listedAt = Date.now()
-  let relisting: Promise<void> | undefined
-
-  async function isListed (path: string): Promise<boolean> {
-    if (files.has(path)) return true
-    if (Date.now() - listedAt < TRUSTED_FOR_MS) return false
-    relisting ??= listFiles(root).then((listed) => {
-      files = listed
-      listedAt = Date.now()
-    }).finally(() => { relisting = undefined })
-    await relisting
-    return files.has(path)
-  }
+  const listing = new DiskView(await listFiles(root), async () => await listFiles(root))
+  // A listed file is served without looking again; only a miss may relist the folder.
+  const isListed = async (path: string) => listing.lastRead.has(path) || (await listing.current()).has(path)
 
   app.route({
     method: ['GET', 'HEAD'],
