@@ -29,8 +29,6 @@ import { createValidatorCompiler, formatSchemaError } from './validation.js'
 export interface BuildOptions {
   /** Where log lines go; standard output when absent. */
   logStream?: DestinationStream
-  /** Human-readable lines through pino-pretty instead of JSON, for a person at a terminal. */
-  prettyLogs?: boolean
 }
 
 /**
@@ -48,10 +46,7 @@ function loggerOptions (config: Config, options: BuildOptions) {
   return {
     level: config.logLevel,
     redact: { paths: REDACTED_PATHS, censor: '[redacted]' },
-    ...(options.logStream && { stream: options.logStream }),
-    ...(options.prettyLogs === true && {
-      transport: { target: 'pino-pretty', options: { translateTime: 'HH:MM:ss.l', ignore: 'pid,hostname' } }
-    })
+    ...(options.logStream && { stream: options.logStream })
   }
 }
 

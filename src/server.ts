@@ -5,6 +5,7 @@
  */
 import { createRequire } from 'node:module'
 import closeWithGrace from 'close-with-grace'
+import type { DestinationStream } from 'pino'
 import { buildApp } from './app.js'
 import { ConfigError, loadConfig, readEnvironment, type Config } from './config.js'
 import { DatabaseStartupError } from './plugins/storage.js'
@@ -21,20 +22,26 @@ function configOrExit (): Config {
   }
 }
 
-/** A person at a terminal gets readable lines, if the dev dependency pino-pretty is installed. */
-function wantsPrettyLogs (): boolean {
-  if (process.stdout.isTTY !== true) return false
+/**
+ * A person at a terminal gets readable lines, if the dev dependency pino-pretty is installed.
+ * It formats in the main thread rather than in a pino transport's worker, so that pino can be
+ * bundled (transports load worker files from pino's own folder).
+ */
+function prettyLogStream (): DestinationStream | undefined {
+  if (process.stdout.isTTY !== true) return undefined
+  let pretty: typeof import('pino-pretty')
   try {
-    createRequire(import.meta.url).resolve('pino-pretty')
-    return true
-  } catch {
-    return false
+    pretty = createRequire(import.meta.url)('pino-pretty')
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code === 'MODULE_NOT_FOUND') return undefined
+    throw error
   }
+  return pretty.build({ translateTime: 'HH:MM:ss.l', ignore: 'pid,hostname' })
 }
 
 async function appOrExit (config: Config) {
   try {
-    return await buildApp(config, { prettyLogs: wantsPrettyLogs() })
+    return await buildApp(config, { logStream: prettyLogStream() })
   } catch (error) {
     if (!(error instanceof DatabaseStartupError)) throw error
     process.stderr.write(`Start-up failed: ${error.message.replace(/\s+/g, ' ')}\n`)

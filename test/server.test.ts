@@ -115,6 +115,7 @@ for (const database of testDatabases) {
       assert.equal(JSON.parse(found.body).name, 'Ada')
       assert.match((await rawRequest(service.port, { path: '/documentation/' })).body, /swagger/i)
       assert.equal((await rawRequest(service.port, { path: '/documentation/static/swagger-ui.css' })).statusCode, 200)
+      assert.match((await rawRequest(service.port, { path: '/documentation/yaml' })).body, /^openapi: 3\.1\.0$/m)
       assert.equal((await rawRequest(service.port, { path: '/index.html' })).statusCode, 200)
       service.child.kill('SIGTERM')
       assert.deepEqual(await service.exited, { code: 0, signal: null })
