@@ -11,6 +11,7 @@ import type pg from 'pg'
 import { Kysely, PostgresDialect, SqliteDialect, type SqliteDatabase } from 'kysely'
 import type { DatabaseConfig } from '../config.js'
 import type { Database } from './schema.js'
+import { walFileSync, type WalSync } from './wal-sync.js'
 
 export type Dialect = DatabaseConfig['dialect']
 
@@ -27,6 +28,8 @@ export interface DatabaseHandle {
   db: Kysely<Database>
   /** Connections of the PostgreSQL pool right now; SQLite has no pool. */
   poolStats?: () => PoolStats
+  /** On a SQLite file, whose commits reach the disk after they return (see wal-sync.ts). */
+  walSync?: WalSync
 }
 
 /**
@@ -64,7 +67,8 @@ export function createDatabase (config: DatabaseConfig, onConnectionError: (erro
       poolStats: () => ({ open: pool.totalCount, idle: pool.idleCount, waiting: pool.waitingCount })
     }
   }
-  return { db: new Kysely<Database>({ dialect: new SqliteDialect({ database: reusingStatements(openSqlite(config.filename)) }) }) }
+  const { database, walSync } = openSqlite(config.filename)
+  return { db: new Kysely<Database>({ dialect: new SqliteDialect({ database: reusingStatements(database) }) }), walSync }
 }
 
 /** What Kysely needs of a SQLite engine, plus running a pragma. */
@@ -120,11 +124,17 @@ function reusingStatements (database: SqliteDatabase): SqliteDatabase {
   }
 }
 
-function openSqlite (filename: string): SqliteDatabase {
-  if (filename !== ':memory:') mkdirSync(dirname(filename), { recursive: true })
+function openSqlite (filename: string): { database: SqliteDatabase, walSync?: WalSync } {
+  if (filename === ':memory:') return { database: openEngine(filename) }
+  mkdirSync(dirname(filename), { recursive: true })
   const database = openEngine(filename)
-  // WAL lets readers run beside the writer; synchronous=FULL makes every commit reach the disk
-  // before the 201 goes out; busy_timeout lets `npm run migrate` and the service share the file.
-  database.exec('PRAGMA journal_mode = WAL; PRAGMA synchronous = FULL; PRAGMA busy_timeout = 5000')
-  return database
+  // WAL lets readers run beside the writer; with synchronous=NORMAL a commit returns once
+  // it is written to the WAL file, which walSync then brings to the disk before any client
+  // hears of it; busy_timeout lets `npm run migrate` and the service share the file.
+  database.exec('PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL; PRAGMA busy_timeout = 5000')
+  const walSync = walFileSync(filename)
+  return {
+    database: { prepare: (sql) => database.prepare(sql), close: () => { database.close(); walSync.close() } },
+    walSync
+  }
 }

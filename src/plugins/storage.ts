@@ -41,7 +41,7 @@ async function storage (app: FastifyInstance, options: { database: DatabaseConfi
   const database: Kysely<Database> = handle.db
   app.addHook('onClose', async () => await database.destroy())
 
-  app.decorate('users', createUserRepository(database, options.database.dialect))
+  app.decorate('users', createUserRepository(database, options.database.dialect, handle.walSync))
   app.decorate('checkDatabase', async () => { await sql`select 1`.execute(database) })
   app.decorate('databasePoolStats', handle.poolStats)
 }

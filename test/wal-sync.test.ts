@@ -1,0 +1,81 @@
+import assert from 'node:assert/strict'
+import fs from 'node:fs'
+import { join } from 'node:path'
+import { describe, test } from 'node:test'
+import { setImmediate as nextTurn } from 'node:timers/promises'
+import { coordinateSyncs } from '../src/db/wal-sync.js'
+import { postJson, temporaryFolder, testApp } from './helpers.js'
+
+/** A flush that finishes when the test says so. */
+function heldFlushes () {
+  const pending: Array<{ finish: () => void, fail: (error: Error) => void }> = []
+  const flush = async () => await new Promise<void>((resolve, reject) => pending.push({ finish: resolve, fail: reject }))
+  return { flush, pending }
+}
+
+async function settledWithin<T> (promise: Promise<T>, turns = 5): Promise<boolean> {
+  let settled = false
+  promise.then(() => { settled = true }, () => { settled = true })
+  for (let i = 0; i < turns; i++) await nextTurn()
+  return settled
+}
+
+describe('syncs of the WAL file', () => {
+  test('nothing is flushed when no commit waits for the disk', async () => {
+    const { flush, pending } = heldFlushes()
+    await coordinateSyncs(flush).untilOnDisk()
+    assert.equal(pending.length, 0)
+  })
+
+  test('one flush at a time; commits noted during one wait for the next, which covers them all', async () => {
+    const { flush, pending } = heldFlushes()
+    const syncs = coordinateSyncs(flush)
+    syncs.noteCommit()
+    const first = syncs.untilOnDisk()
+    syncs.noteCommit()
+    const second = syncs.untilOnDisk()
+    syncs.noteCommit()
+    const third = syncs.untilOnDisk()
+    assert.equal(pending.length, 1)
+
+    pending[0]!.finish()
+    await first
+    assert.equal(await settledWithin(second), false)
+    assert.equal(pending.length, 2, 'the second flush starts as the first ends')
+    pending[1]!.finish()
+    await Promise.all([second, third])
+    assert.equal(pending.length, 2)
+  })
+
+  test('a failed flush fails the commits waiting for it, and the next wait flushes again', async () => {
+    const { flush, pending } = heldFlushes()
+    const syncs = coordinateSyncs(flush)
+    syncs.noteCommit()
+    const waiting = syncs.untilOnDisk()
+    pending[0]!.fail(new Error('EIO'))
+    await assert.rejects(waiting, /EIO/)
+
+    const retried = syncs.untilOnDisk()
+    assert.equal(pending.length, 2)
+    pending[1]!.finish()
+    await retried
+  })
+})
+
+describe('on a SQLite file, clients hear of a commit only once it is on the disk', () => {
+  test('the 201, and a read that sees the new user, wait for the WAL file to be synced', async (t) => {
+    const app = await testApp(t, { DATABASE_URL: `sqlite:${join(temporaryFolder(t), 'app.db')}` })
+    const held: Array<() => void> = []
+    t.mock.method(fs, 'fdatasync', (_descriptor: number, callback: (error: null) => void) => { held.push(() => callback(null)) })
+
+    const posting = postJson(app, '/users', { name: 'Ada', email: 'ada@example.com' })
+    assert.equal(await settledWithin(posting, 20), false, 'no 201 before the sync')
+    assert.equal(held.length, 1)
+    const reading = app.inject('/users')
+    assert.equal(await settledWithin(reading, 20), false, 'no read of the new user before the sync')
+
+    held.shift()!()
+    assert.equal((await posting).statusCode, 201)
+    assert.equal((await reading).headers['x-total-count'], '1')
+  })
+})
