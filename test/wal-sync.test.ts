@@ -3,6 +3,8 @@ import fs from 'node:fs'
 import { join } from 'node:path'
 import { describe, test } from 'node:test'
 import { setImmediate as nextTurn } from 'node:timers/promises'
+import { sql } from 'kysely'
+import { createDatabase } from '../src/db/database.js'
 import { coordinateSyncs } from '../src/db/wal-sync.js'
 import { postJson, temporaryFolder, testApp } from './helpers.js'
 
@@ -77,5 +79,29 @@ describe('on a SQLite file, clients hear of a commit only once it is on the disk
     held.shift()!()
     assert.equal((await posting).statusCode, 201)
     assert.equal((await reading).headers['x-total-count'], '1')
+  })
+})
+
+describe('how a SQLite database file is opened', () => {
+  async function pragma (db: ReturnType<typeof createDatabase>['db'], name: string): Promise<unknown> {
+    const { rows } = await sql<Record<string, unknown>>`select * from ${sql.raw(`pragma_${name}`)}`.execute(db)
+    return rows[0]?.[name]
+  }
+
+  test('a file keeps a WAL, whose commits walSync brings to the disk', async (t) => {
+    const { db, walSync } = createDatabase({ dialect: 'sqlite', filename: join(temporaryFolder(t), 'app.db') })
+    t.after(() => db.destroy())
+    assert.equal(await pragma(db, 'journal_mode'), 'wal')
+    assert.equal(await pragma(db, 'synchronous'), 1)
+    assert.notEqual(walSync, undefined)
+  })
+
+  test('where SQLite cannot keep a WAL, each commit syncs its own journal', async (t) => {
+    // An empty name opens a temporary database, which SQLite gives no WAL.
+    const { db, walSync } = createDatabase({ dialect: 'sqlite', filename: '' })
+    t.after(() => db.destroy())
+    assert.notEqual(await pragma(db, 'journal_mode'), 'wal')
+    assert.equal(await pragma(db, 'synchronous'), 2)
+    assert.equal(walSync, undefined)
   })
 })

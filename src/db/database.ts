@@ -128,10 +128,17 @@ function openSqlite (filename: string): { database: SqliteDatabase, walSync?: Wa
   if (filename === ':memory:') return { database: openEngine(filename) }
   mkdirSync(dirname(filename), { recursive: true })
   const database = openEngine(filename)
-  // WAL lets readers run beside the writer; with synchronous=NORMAL a commit returns once
-  // it is written to the WAL file, which walSync then brings to the disk before any client
-  // hears of it; busy_timeout lets `npm run migrate` and the service share the file.
-  database.exec('PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL; PRAGMA busy_timeout = 5000')
+  // busy_timeout lets `npm run migrate` and the service share the file. WAL lets readers run
+  // beside the writer, and with synchronous=NORMAL a commit returns once it is written to the
+  // WAL file, which walSync then brings to the disk before any client hears of it. Where
+  // SQLite cannot use a WAL, each commit syncs its journal itself (synchronous=FULL).
+  database.exec('PRAGMA busy_timeout = 5000')
+  const [journal] = database.prepare('PRAGMA journal_mode = WAL').all([]) as Array<{ journal_mode: string }>
+  if (journal?.journal_mode !== 'wal') {
+    database.exec('PRAGMA synchronous = FULL')
+    return { database }
+  }
+  database.exec('PRAGMA synchronous = NORMAL')
   const walSync = walFileSync(filename)
   return {
     database: { prepare: (sql) => database.prepare(sql), close: () => { database.close(); walSync.close() } },
