@@ -8,11 +8,11 @@ import { createDatabase } from '../src/db/database.js'
 import { coordinateSyncs } from '../src/db/wal-sync.js'
 import { postJson, temporaryFolder, testApp } from './helpers.js'
 
-/** A flush that finishes when the test says so. */
-function heldFlushes () {
+/** Syncs whose flushes each finish, or fail, when the test says so. */
+function heldSyncs () {
   const pending: Array<{ finish: () => void, fail: (error: Error) => void }> = []
-  const flush = async () => await new Promise<void>((resolve, reject) => pending.push({ finish: resolve, fail: reject }))
-  return { flush, pending }
+  const syncs = coordinateSyncs(async () => await new Promise<void>((resolve, reject) => pending.push({ finish: resolve, fail: reject })))
+  return { syncs, pending }
 }
 
 async function settledWithin<T> (promise: Promise<T>, turns = 5): Promise<boolean> {
@@ -24,14 +24,13 @@ async function settledWithin<T> (promise: Promise<T>, turns = 5): Promise<boolea
 
 describe('syncs of the WAL file', () => {
   test('nothing is flushed when no commit waits for the disk', async () => {
-    const { flush, pending } = heldFlushes()
-    await coordinateSyncs(flush).untilOnDisk()
+    const { syncs, pending } = heldSyncs()
+    await syncs.untilOnDisk()
     assert.equal(pending.length, 0)
   })
 
   test('one flush at a time; commits noted during one wait for the next, which covers them all', async () => {
-    const { flush, pending } = heldFlushes()
-    const syncs = coordinateSyncs(flush)
+    const { syncs, pending } = heldSyncs()
     syncs.noteCommit()
     const first = syncs.untilOnDisk()
     syncs.noteCommit()
@@ -50,8 +49,7 @@ describe('syncs of the WAL file', () => {
   })
 
   test('a failed flush fails the commits waiting for it, and the next wait flushes again', async () => {
-    const { flush, pending } = heldFlushes()
-    const syncs = coordinateSyncs(flush)
+    const { syncs, pending } = heldSyncs()
     syncs.noteCommit()
     const waiting = syncs.untilOnDisk()
     pending[0]!.fail(new Error('EIO'))
