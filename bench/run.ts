@@ -3,9 +3,10 @@
  *
  * Measures the built service against the bare node:http baseline (bench/baseline.ts) on the
  * same workloads, in one run: the service with access logs off (LOG_LEVEL=warn) and on
- * (LOG_LEVEL=info, stdout to /dev/null) and the baseline all run, and each workload goes to
- * each of the three in turn, A B C A B C, for `rounds` rounds after a warm-up. Reports median requests/s, p50 and p99 latency, the
- * ratio to the baseline, and the server's CPU use; a run whose server did not use about one
+ * (LOG_LEVEL=info, stdout to /dev/null), the baseline and a plain Fastify server of the same
+ * routes (bench/fastify.ts) all run, and each workload goes to each of the four in turn,
+ * A B C D A B C D, for `rounds` rounds after a warm-up. Reports median requests/s, p50 and p99
+ * latency, the ratios to the baseline and to plain Fastify, and the server's CPU use; a run whose server did not use about one
  * full core is flagged, for then the load generator, not the server, was the limit. Also
  * reports the time from process start to the first 200 on /health and RSS idle and after the
  * load; start-up over five starts. Writes docs/benchmark-run.md and docs/benchmark-run.svg.
@@ -154,11 +155,17 @@ const seedUsers = createUserRepository(seed, 'sqlite')
 for (let i = 1; i <= 1000; i++) await seedUsers.create({ name: `user${i}`, email: `user${i}@example.com` })
 await seed.destroy()
 
-const baselinePort = 3301
-const baseline = start(pin(0, [process.execPath, '--import', 'tsx', 'bench/baseline.ts', String(baselinePort)]), {})
-await waitFor200(baselinePort)
+interface Yardstick { process: ChildProcess, port: number }
+async function startYardstick (script: string, port: number): Promise<Yardstick> {
+  const yardstick = { process: start(pin(0, [process.execPath, '--import', 'tsx', script, String(port)]), {}), port }
+  await waitFor200(port)
+  return yardstick
+}
+const baseline = await startYardstick('bench/baseline.ts', 3301)
+const plainFastify = await startYardstick('bench/fastify.ts', 3304)
 
-interface LevelResult { level: string, startupMs: number, idleRss: number, loadedRss: number, rows: Array<{ workload: Workload, service: Sample, baseline: Sample }> }
+interface Row { workload: Workload, service: Sample, baseline: Sample, fastify: Sample }
+interface LevelResult { level: string, startupMs: number, idleRss: number, loadedRss: number, rows: Row[] }
 
 interface Running { level: string, process: ChildProcess, port: number, startupMs: number, idleRss: number }
 
@@ -203,25 +210,25 @@ for (let index = 0; index < STARTS; index++) {
 }
 
 const results: LevelResult[] = []
-// Both log levels run side by side with the baseline, and every round measures all three in
-// turn, so that the ratios (to the baseline, and info to warn) come from the same minutes even
-// when the machine's speed drifts. Idle servers on the shared core use no CPU.
+// Both log levels run side by side with the yardsticks, and every round measures all four in
+// turn, so that the ratios (to the yardsticks, and info to warn) come from the same minutes
+// even when the machine's speed drifts. Idle servers on the shared core use no CPU.
 const services = [await startService('warn', 3302), await startService('info', 3303)]
-const rows = services.map((): LevelResult['rows'] => [])
+const rows = services.map((): Row[] => [])
 try {
   for (const workload of workloads) {
-    for (const service of services) await measure(service.process, service.port, workload, warmup)
-    await measure(baseline, baselinePort, workload, warmup)
-    const serviceSamples = services.map((): Sample[] => [])
-    const baselineSamples: Sample[] = []
+    const servers = [...services, baseline, plainFastify]
+    for (const server of servers) await measure(server.process, server.port, workload, warmup)
+    const samples = servers.map((): Sample[] => [])
     for (let round = 0; round < rounds; round++) {
-      for (const [index, service] of services.entries()) serviceSamples[index]!.push(await measure(service.process, service.port, workload, duration))
-      baselineSamples.push(await measure(baseline, baselinePort, workload, duration))
+      for (const [index, server] of servers.entries()) samples[index]!.push(await measure(server.process, server.port, workload, duration))
     }
+    const [baselineSummary, fastifySummary] = samples.slice(services.length).map(summarise)
     for (const [index, service] of services.entries()) {
-      const row = { workload, service: summarise(serviceSamples[index]!), baseline: summarise(baselineSamples) }
+      const row = { workload, service: summarise(samples[index]!), baseline: baselineSummary!, fastify: fastifySummary! }
       rows[index]!.push(row)
-      process.stderr.write(`  ${workload.name} at ${service.level}: ${row.service.rps.toFixed(0)} vs ${row.baseline.rps.toFixed(0)} req/s (${(row.service.rps / row.baseline.rps).toFixed(2)}x), p99 ${row.service.p99.toFixed(2)} ms\n`)
+      process.stderr.write(`  ${workload.name} at ${service.level}: ${row.service.rps.toFixed(0)} vs ${row.baseline.rps.toFixed(0)} req/s (${(row.service.rps / row.baseline.rps).toFixed(2)}x), ` +
+        `plain Fastify ${row.fastify.rps.toFixed(0)} (${(row.service.rps / row.fastify.rps).toFixed(2)}x), p99 ${row.service.p99.toFixed(2)} ms\n`)
     }
   }
   for (const [index, service] of services.entries()) {
@@ -231,7 +238,8 @@ try {
     await once(service.process, 'exit')
   }
 } finally {
-  baseline.kill('SIGTERM')
+  baseline.process.kill('SIGTERM')
+  plainFastify.process.kill('SIGTERM')
   rmSync(folder, { recursive: true, force: true })
 }
 
@@ -242,6 +250,7 @@ const lines: string[] = [
   `Machine: ${cpus().length} × ${cpus()[0]?.model.trim()}, Node ${process.version}, load generator ${generator}` +
     `${pinning ? ', server on core 0 and generator on core 1 (taskset)' : ', not pinned (no taskset)'}.`,
   `Command: \`npm run bench -- --duration ${duration} --rounds ${rounds} --warmup ${warmup}\`; ${connections} connections; medians of ${rounds} rounds.`,
+  'Plain Fastify is bench/fastify.ts: Fastify 5 with the same routes and schemas, @fastify/cors and @fastify/static, logging off, fixed users and no storage.',
   '',
   `Start-up, over ${STARTS} starts at LOG_LEVEL=warn: first 200 on /health after ${spread(startups.map((start) => start.startupMs), 0)} ms ` +
     `(target ≤ 500); idle RSS ${spread(startups.map((start) => start.idleRss), 1)} MB (target ≤ 80).`,
@@ -251,15 +260,15 @@ for (const result of results) {
   lines.push(`### LOG_LEVEL=${result.level}${result.level === 'info' ? ' (access log on, stdout to /dev/null)' : ' (access log off)'}`, '')
   lines.push(`First 200 on /health ${result.startupMs.toFixed(0)} ms after process start; RSS ${result.idleRss.toFixed(1)} MB idle, ${result.loadedRss.toFixed(1)} MB after the load.`, '')
   lines.push(result.level === 'warn'
-    ? '| workload | service req/s | baseline req/s | ratio | target | service p50 / p99 ms | baseline p50 / p99 ms | service CPU |'
+    ? '| workload | service req/s | baseline req/s | ratio | target | service p50 / p99 ms | baseline p50 / p99 ms | service CPU | plain Fastify req/s | service ÷ Fastify |'
     : '| workload | service req/s | ratio to warn | target | ratio to baseline | service p50 / p99 ms | service CPU |')
-  lines.push(result.level === 'warn' ? '|---|---:|---:|---:|---:|---:|---:|---:|' : '|---|---:|---:|---:|---:|---:|---:|')
-  for (const { workload, service, baseline } of result.rows) {
+  lines.push(result.level === 'warn' ? '|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|' : '|---|---:|---:|---:|---:|---:|---:|')
+  for (const { workload, service, baseline, fastify } of result.rows) {
     const unexpected = service.unexpected > 0 ? ` (${service.unexpected} unexpected answers)` : ''
     if (result.level === 'warn') {
       const ratio = service.rps / baseline.rps
       const mark = workload.target === undefined ? '' : ratio >= workload.target ? ' ✓' : ' ✗'
-      lines.push(`| ${workload.name}${unexpected} | ${service.rps.toFixed(0)} | ${baseline.rps.toFixed(0)} | ${ratio.toFixed(2)}×${mark} | ${workload.target === undefined ? '' : `≥ ${workload.target}×`} | ${service.p50.toFixed(2)} / ${service.p99.toFixed(2)} | ${baseline.p50.toFixed(2)} / ${baseline.p99.toFixed(2)} | ${service.cpu.toFixed(2)}${flag(service)} |`)
+      lines.push(`| ${workload.name}${unexpected} | ${service.rps.toFixed(0)} | ${baseline.rps.toFixed(0)} | ${ratio.toFixed(2)}×${mark} | ${workload.target === undefined ? '' : `≥ ${workload.target}×`} | ${service.p50.toFixed(2)} / ${service.p99.toFixed(2)} | ${baseline.p50.toFixed(2)} / ${baseline.p99.toFixed(2)} | ${service.cpu.toFixed(2)}${flag(service)} | ${fastify.rps.toFixed(0)}${flag(fastify)} | ${(service.rps / fastify.rps).toFixed(2)}× |`)
     } else {
       const atWarn = warn.rows.find((row) => row.workload === workload)!.service.rps
       const ratio = service.rps / atWarn
@@ -272,26 +281,25 @@ writeFileSync(join(root, 'docs/benchmark-run.md'), lines.join('\n'))
 writeFileSync(join(root, 'docs/benchmark-run.svg'), chart(warn))
 process.stdout.write(lines.join('\n') + '\nWrote docs/benchmark-run.md and docs/benchmark-run.svg\n')
 
-/** Requests/s per workload, service beside baseline, at LOG_LEVEL=warn. */
+/** Requests/s per workload, service beside the baseline and plain Fastify, at LOG_LEVEL=warn. */
 function chart (result: LevelResult): string {
   const barHeight = 14
-  const rowHeight = 2 * barHeight + 14
+  const rowHeight = 3 * barHeight + 14
   const left = 190
   const width = 720
   const top = 40
-  const max = Math.max(...result.rows.flatMap((row) => [row.service.rps, row.baseline.rps]))
+  const max = Math.max(...result.rows.flatMap((row) => [row.service.rps, row.baseline.rps, row.fastify.rps]))
   const scale = (rps: number) => (rps / max) * (width - left - 90)
   const escape = (text: string) => text.replace(/&/g, '&amp;').replace(/</g, '&lt;')
+  const bar = (y: number, rps: number, fill: string, label: string) =>
+    `<rect x="${left}" y="${y}" width="${scale(rps).toFixed(1)}" height="${barHeight}" fill="${fill}"/>` +
+    `<text x="${left + scale(rps) + 4}" y="${y + 11}">${label}</text>`
   const rows = result.rows.map((row, index) => {
     const y = top + index * rowHeight
-    const ratio = row.service.rps / row.baseline.rps
-    return [
-      `<text x="${left - 8}" y="${y + barHeight + 4}" text-anchor="end">${escape(row.workload.name)}</text>`,
-      `<rect x="${left}" y="${y}" width="${scale(row.service.rps).toFixed(1)}" height="${barHeight}" fill="#2f6fdf"/>`,
-      `<text x="${left + scale(row.service.rps) + 4}" y="${y + 11}">${Math.round(row.service.rps)} (${ratio.toFixed(2)}×)</text>`,
-      `<rect x="${left}" y="${y + barHeight}" width="${scale(row.baseline.rps).toFixed(1)}" height="${barHeight}" fill="#b9b9b9"/>`,
-      `<text x="${left + scale(row.baseline.rps) + 4}" y="${y + barHeight + 11}">${Math.round(row.baseline.rps)}</text>`
-    ].join('')
+    return `<text x="${left - 8}" y="${y + barHeight + 11}" text-anchor="end">${escape(row.workload.name)}</text>` +
+      bar(y, row.service.rps, '#2f6fdf', `${Math.round(row.service.rps)} (${(row.service.rps / row.baseline.rps).toFixed(2)}×)`) +
+      bar(y + barHeight, row.baseline.rps, '#b9b9b9', String(Math.round(row.baseline.rps))) +
+      bar(y + 2 * barHeight, row.fastify.rps, '#e0a040', String(Math.round(row.fastify.rps)))
   })
   const height = top + result.rows.length * rowHeight + 10
   return `<svg xmlns="http://www.w3.org/2000/svg" width="${width}" height="${height}" font-family="sans-serif" font-size="11">` +
@@ -299,5 +307,6 @@ function chart (result: LevelResult): string {
     `<text x="10" y="18" font-size="13" font-weight="bold">Requests/s at ${connections} connections, LOG_LEVEL=warn</text>` +
     `<rect x="${left}" y="24" width="10" height="10" fill="#2f6fdf"/><text x="${left + 14}" y="33">service</text>` +
     `<rect x="${left + 70}" y="24" width="10" height="10" fill="#b9b9b9"/><text x="${left + 84}" y="33">bare node:http baseline</text>` +
+    `<rect x="${left + 230}" y="24" width="10" height="10" fill="#e0a040"/><text x="${left + 244}" y="33">plain Fastify</text>` +
     rows.join('') + '</svg>\n'
 }
