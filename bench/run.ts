@@ -6,10 +6,11 @@
  * (LOG_LEVEL=info, stdout to /dev/null), the baseline and a plain Fastify server of the same
  * routes (bench/fastify.ts) all run, and each workload goes to each of the four in turn,
  * A B C D A B C D, for `rounds` rounds after a warm-up. Reports median requests/s, p50 and p99
- * latency, the ratios to the baseline and to plain Fastify, and the server's CPU use; a run whose server did not use about one
- * full core is flagged, for then the load generator, not the server, was the limit. Also
- * reports the time from process start to the first 200 on /health and RSS idle and after the
- * load; start-up over five starts. Writes docs/benchmark-run.md and docs/benchmark-run.svg.
+ * latency, the ratios to the baseline and to plain Fastify, and the server's CPU use; a run
+ * whose server did not use about one full core is flagged, for then the load generator, not
+ * the server, was the limit. Also reports the time from process start to the first 200 on
+ * /health and RSS idle and after the load; start-up over five starts. Writes
+ * docs/benchmark-run.md and docs/benchmark-run.svg.
  */
 import { execFileSync, spawn, spawnSync, type ChildProcess } from 'node:child_process'
 import { once } from 'node:events'
@@ -215,9 +216,9 @@ const results: LevelResult[] = []
 // even when the machine's speed drifts. Idle servers on the shared core use no CPU.
 const services = [await startService('warn', 3302), await startService('info', 3303)]
 const rows = services.map((): Row[] => [])
+const servers = [...services, baseline, plainFastify]
 try {
   for (const workload of workloads) {
-    const servers = [...services, baseline, plainFastify]
     for (const server of servers) await measure(server.process, server.port, workload, warmup)
     const samples = servers.map((): Sample[] => [])
     for (let round = 0; round < rounds; round++) {
