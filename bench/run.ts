@@ -114,7 +114,10 @@ async function load (port: number, workload: Workload, seconds: number): Promise
   return { rps: result.requests.average, p50: result.latency.p50, p99: result.latency.p99, unexpected: result.non2xx * (workload.expect < 300 ? 1 : 0) }
 }
 
-async function measure (server: ChildProcess, port: number, workload: Workload, seconds: number): Promise<Sample> {
+/** A server under test: its process, for its CPU use, and the port it answers on. */
+interface Server { process: ChildProcess, port: number }
+
+async function measure ({ process: server, port }: Server, workload: Workload, seconds: number): Promise<Sample> {
   const before = cpuSeconds(server.pid!)
   const started = performance.now()
   const result = await load(port, workload, seconds)
@@ -156,8 +159,7 @@ const seedUsers = createUserRepository(seed, 'sqlite')
 for (let i = 1; i <= 1000; i++) await seedUsers.create({ name: `user${i}`, email: `user${i}@example.com` })
 await seed.destroy()
 
-interface Yardstick { process: ChildProcess, port: number }
-async function startYardstick (script: string, port: number): Promise<Yardstick> {
+async function startYardstick (script: string, port: number): Promise<Server> {
   const yardstick = { process: start(pin(0, [process.execPath, '--import', 'tsx', script, String(port)]), {}), port }
   await waitFor200(port)
   return yardstick
@@ -168,7 +170,7 @@ const plainFastify = await startYardstick('bench/fastify.ts', 3304)
 interface Row { workload: Workload, service: Sample, baseline: Sample, fastify: Sample }
 interface LevelResult { level: string, startupMs: number, idleRss: number, loadedRss: number, rows: Row[] }
 
-interface Running { level: string, process: ChildProcess, port: number, startupMs: number, idleRss: number }
+interface Running extends Server { level: string, startupMs: number, idleRss: number }
 
 /** Starts the service at a log level on its own copy of the seeded database. */
 async function startService (level: string, port: number): Promise<Running> {
@@ -219,10 +221,10 @@ const rows = services.map((): Row[] => [])
 const servers = [...services, baseline, plainFastify]
 try {
   for (const workload of workloads) {
-    for (const server of servers) await measure(server.process, server.port, workload, warmup)
+    for (const server of servers) await measure(server, workload, warmup)
     const samples = servers.map((): Sample[] => [])
     for (let round = 0; round < rounds; round++) {
-      for (const [index, server] of servers.entries()) samples[index]!.push(await measure(server.process, server.port, workload, duration))
+      for (const [index, server] of servers.entries()) samples[index]!.push(await measure(server, workload, duration))
     }
     const [baselineSummary, fastifySummary] = samples.slice(services.length).map(summarise)
     for (const [index, service] of services.entries()) {
