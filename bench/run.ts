@@ -22,7 +22,7 @@ import { parseArgs } from 'node:util'
 import { createDatabase } from '../src/db/database.js'
 import { migrateToLatest } from '../src/db/migrate.js'
 import { createUserRepository } from '../src/db/users.js'
-import { SERVER_BUNDLE } from '../scripts/bundle.js'
+import { SERVER_BUNDLE } from '../scripts/build.js'
 
 const { values } = parseArgs({
   options: {

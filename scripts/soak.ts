@@ -20,7 +20,7 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { parseArgs } from 'node:util'
-import { SERVER_BUNDLE } from './bundle.js'
+import { SERVER_BUNDLE } from './build.js'
 
 const RSS_GROWTH_BOUND = 0.25
 

@@ -3,6 +3,7 @@
  * gracefully. On SIGTERM or SIGINT it stops accepting connections, lets requests in flight
  * finish (at most 10 s, then it exits 1), closes the database and exits 0.
  */
+import './supported-node.js'
 import { createRequire } from 'node:module'
 import closeWithGrace from 'close-with-grace'
 import type { DestinationStream } from 'pino'

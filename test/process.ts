@@ -26,12 +26,27 @@ export interface RunningService {
 /** Node's arguments that run a script of src/ from its TypeScript source. */
 const fromSource = (script: string): string[] => ['--import', tsx, entry(script)]
 
-function spawnNode (nodeArgs: string[], env: Record<string, string>, cwd: string): ChildProcess {
-  return spawn(process.execPath, nodeArgs, {
+/**
+ * Each child leads a process group of its own, so that a test can signal it together with
+ * what it started (npm does not pass SIGTERM on to the script it runs).
+ */
+function spawnNode (nodeArgs: string[], env: Record<string, string>, cwd: string, command = process.execPath): ChildProcess {
+  return spawn(command, nodeArgs, {
     cwd,
     env: { PATH: process.env.PATH, HOST: '127.0.0.1', PORT: '0', LOG_LEVEL: 'info', ...env },
-    stdio: ['ignore', 'pipe', 'pipe']
+    stdio: ['ignore', 'pipe', 'pipe'],
+    detached: true
   })
+}
+
+/** Sends `signal` to the child's whole process group; false if none of it is left. */
+export function signalGroup (child: ChildProcess, signal: NodeJS.Signals): boolean {
+  try {
+    process.kill(-(child.pid as number), signal)
+    return true
+  } catch {
+    return false
+  }
 }
 
 function exitOf (child: ChildProcess): Promise<Exit> {
@@ -40,12 +55,13 @@ function exitOf (child: ChildProcess): Promise<Exit> {
 
 /**
  * Starts the service and resolves once it has printed where its documentation is. It runs
- * from the sources unless `nodeArgs` name another entry, such as the built bundle.
+ * from the sources unless `nodeArgs` name another entry, such as the built bundle, or
+ * `command` names another program than this Node, such as npm.
  */
-export async function startService (t: TestContext, env: Record<string, string>, cwd = repositoryRoot, nodeArgs = fromSource('server.ts')): Promise<RunningService> {
-  const child = spawnNode(nodeArgs, env, cwd)
+export async function startService (t: TestContext, env: Record<string, string>, cwd = repositoryRoot, nodeArgs = fromSource('server.ts'), command = process.execPath): Promise<RunningService> {
+  const child = spawnNode(nodeArgs, env, cwd, command)
   const exited = exitOf(child)
-  t.after(() => { if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL') })
+  t.after(() => { signalGroup(child, 'SIGKILL') })
 
   const stdout: string[] = []
   let stderr = ''

@@ -3,19 +3,19 @@ import { existsSync, rmSync, writeFileSync } from 'node:fs'
 import http from 'node:http'
 import { join } from 'node:path'
 import { after, describe, test } from 'node:test'
-import { bundleServer } from '../scripts/bundle.js'
+import { bundle } from '../scripts/build.js'
 import { postgresQuery, postJsonOver, rawRequest, temporaryFolder, testDatabases } from './helpers.js'
 import { repositoryRoot, runScript, startService } from './process.js'
 
 /**
  * The single file `npm start` runs, bundled afresh from the sources, once for this file's
  * tests. It is written inside dist/ so that its dependencies left outside the bundle are
- * found in node_modules, as they are for dist/bundle/server.js.
+ * found in node_modules, as they are for dist/server.js.
  */
 const bundleFolder = join(repositoryRoot, 'dist', `test-bundle-${process.pid}`)
 after(() => rmSync(bundleFolder, { recursive: true, force: true }))
 let bundled: Promise<string> | undefined
-const bundledServer = async () => await (bundled ??= bundleServer(join(bundleFolder, 'server.js')).then(() => join(bundleFolder, 'server.js')))
+const bundledServer = async () => await (bundled ??= bundle({ entryPoints: ['src/server.ts'], outdir: bundleFolder }).then(() => join(bundleFolder, 'server.js')))
 
 test('start-up prints the listening address and the docs URL in its first lines', async (t) => {
   const folder = temporaryFolder(t)

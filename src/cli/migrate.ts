@@ -1,4 +1,5 @@
 /** `npm run migrate`: brings the configured database's schema up to date, then exits. */
+import '../supported-node.js'
 import { ConfigError, loadConfig, readEnvironment } from '../config.js'
 import { createDatabase } from '../db/database.js'
 import { migrateToLatest } from '../db/migrate.js'

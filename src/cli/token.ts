@@ -2,6 +2,7 @@
  * `npm run token -- --sub <subject> [--expires 1h]`: prints an HS256 token signed with
  * JWT_SECRET, the kind the service accepts when AUTH asks for one.
  */
+import '../supported-node.js'
 import { parseArgs } from 'node:util'
 import { createSigner } from 'fast-jwt'
 import { ConfigError, loadSigningSecret, parseDuration, readEnvironment } from '../config.js'

@@ -16,7 +16,6 @@ import { walFileSync, type WalSync } from './wal-sync.js'
 export type Dialect = DatabaseConfig['dialect']
 
 const require = createRequire(import.meta.url)
-const nodeMajor = Number(process.versions.node.split('.')[0])
 
 interface PoolStats {
   open: number
@@ -71,37 +70,9 @@ export function createDatabase (config: DatabaseConfig, onConnectionError: (erro
   return { db: new Kysely<Database>({ dialect: new SqliteDialect({ database: reusingStatements(database) }) }), walSync }
 }
 
-/** What Kysely needs of a SQLite engine, plus running a pragma. */
-type SqliteEngine = SqliteDatabase & { exec: (sql: string) => void }
-
-/**
- * The SQLite engine. better-sqlite3 12, the last release for Node 20, is built on an API that
- * Node 24 changed: a statement freed by the garbage collector at the wrong moment aborts the
- * process. From Node 24 on, Node's own `node:sqlite` serves instead, behind the same
- * interface; Node 20 keeps better-sqlite3. CI runs every test on both.
- */
-function openEngine (filename: string): SqliteEngine {
-  if (nodeMajor >= 24) return openNodeSqlite(filename)
+function openBetterSqlite3 (filename: string): SQLite.Database {
   const BetterSqlite3: typeof SQLite = require('better-sqlite3')
   return new BetterSqlite3(filename)
-}
-
-function openNodeSqlite (filename: string): SqliteEngine {
-  const { DatabaseSync }: typeof import('node:sqlite') = require('node:sqlite')
-  const database = new DatabaseSync(filename)
-  return {
-    exec: (sql) => database.exec(sql),
-    close: () => database.close(),
-    prepare (sql) {
-      const statement = database.prepare(sql)
-      return {
-        reader: statement.columns().length > 0,
-        all: (parameters) => statement.all(...parameters),
-        run: (parameters) => statement.run(...parameters),
-        iterate: (parameters) => statement.iterate(...parameters)
-      }
-    }
-  }
 }
 
 /**
@@ -125,20 +96,19 @@ function reusingStatements (database: SqliteDatabase): SqliteDatabase {
 }
 
 function openSqlite (filename: string): { database: SqliteDatabase, walSync?: WalSync } {
-  if (filename === ':memory:') return { database: openEngine(filename) }
+  if (filename === ':memory:') return { database: openBetterSqlite3(filename) }
   mkdirSync(dirname(filename), { recursive: true })
-  const database = openEngine(filename)
+  const database = openBetterSqlite3(filename)
   // busy_timeout lets `npm run migrate` and the service share the file. WAL lets readers run
   // beside the writer, and with synchronous=NORMAL a commit returns once it is written to the
   // WAL file, which walSync then brings to the disk before any client hears of it. Where
   // SQLite cannot use a WAL, each commit syncs its journal itself (synchronous=FULL).
-  database.exec('PRAGMA busy_timeout = 5000')
-  const [journal] = database.prepare('PRAGMA journal_mode = WAL').all([]) as Array<{ journal_mode: string }>
-  if (journal?.journal_mode !== 'wal') {
-    database.exec('PRAGMA synchronous = FULL')
+  database.pragma('busy_timeout = 5000')
+  if (database.pragma('journal_mode = WAL', { simple: true }) !== 'wal') {
+    database.pragma('synchronous = FULL')
     return { database }
   }
-  database.exec('PRAGMA synchronous = NORMAL')
+  database.pragma('synchronous = NORMAL')
   const walSync = walFileSync(filename)
   return {
     database: { prepare: (sql) => database.prepare(sql), close: () => { database.close(); walSync.close() } },

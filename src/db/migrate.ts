@@ -2,7 +2,8 @@
  * Brings the schema to the latest version. Kysely's migrator records what ran and takes a
  * lock while it runs, so concurrent start-ups of several instances migrate only once.
  */
-import { Migrator, sql, type Kysely, type Migration, type MigrationProvider } from 'kysely'
+import { sql, type Kysely } from 'kysely'
+import { Migrator, type Migration, type MigrationProvider } from 'kysely/migration'
 import type { Dialect } from './database.js'
 import { createUsers } from './migrations/2026-11-22-create-users.js'
 

@@ -1,0 +1,81 @@
+// @ts-check
+/**
+ * `npm run build`, which `npm install` and `npm ci` run too (the `prepare` script): bundles
+ * the server and the two command-line tools from the TypeScript sources into dist/, one file
+ * each. It is plain JavaScript and needs only esbuild, a production dependency, so a
+ * production install (`npm ci --omit=dev`) builds the service it then starts. Type checking
+ * is `npm run typecheck`'s job; esbuild only strips the types.
+ *
+ * One file instead of the 1,100 modules of the service and its dependencies (typebox alone
+ * has about 700) is why the server starts in less than half the time. See README, "Build".
+ *
+ * Left outside, loaded from node_modules as usual: the native or optional database drivers,
+ * and pino-pretty, a dev dependency for terminals. (pino is bundled; the service uses none of
+ * its transports, which start worker threads from pino's own files.)
+ */
+import { build } from 'esbuild'
+import { readFile } from 'node:fs/promises'
+import { dirname, join, relative } from 'node:path'
+import { fileURLToPath } from 'node:url'
+
+const repositoryRoot = fileURLToPath(new URL('..', import.meta.url))
+const EXTERNAL = ['better-sqlite3', 'pg', 'pg-native', 'pino-pretty']
+
+/** What `npm start`, `npm run migrate` and `npm run token` run, from the repository's root. */
+export const SERVER_BUNDLE = 'dist/server.js'
+const ENTRY_POINTS = ['src/server.ts', 'src/cli/migrate.ts', 'src/cli/token.ts']
+
+/**
+ * Swagger UI serves the files of its own folder, which it finds by `__dirname`; inside the
+ * bundle that folder is looked up where the package is installed. Bundled rather than loaded
+ * apart, it shares the bundle's @fastify/static and yaml instead of loading a second copy of
+ * each.
+ */
+const SWAGGER_UI_FILE = /^(.*[\\/]node_modules[\\/]@fastify[\\/]swagger-ui)[\\/].*\.js$/
+/** @type {import('esbuild').Plugin} */
+const swaggerUiFolder = {
+  name: 'swagger-ui-folder',
+  setup (build) {
+    build.onLoad({ filter: SWAGGER_UI_FILE }, async ({ path }) => {
+      const packageRoot = /** @type {string} */ (SWAGGER_UI_FILE.exec(path)?.[1])
+      const folder = JSON.stringify(relative(packageRoot, dirname(path)))
+      const installed = `require('node:path').join(require('node:path').dirname(require.resolve('@fastify/swagger-ui/package.json')), ${folder})`
+      return { contents: (await readFile(path, 'utf8')).replaceAll('__dirname', installed), loader: 'js' }
+    })
+  }
+}
+
+/**
+ * Bundles each entry point (a path under src/) into `outdir`, keeping its place below src/:
+ * src/server.ts becomes `outdir`/server.js.
+ * @param {{ entryPoints: string[], outdir: string }} options
+ */
+export async function bundle ({ entryPoints, outdir }) {
+  await build({
+    entryPoints: entryPoints.map((entry) => join(repositoryRoot, entry)),
+    outbase: join(repositoryRoot, 'src'),
+    outdir,
+    bundle: true,
+    platform: 'node',
+    format: 'esm',
+    target: 'node22',
+    external: EXTERNAL,
+    plugins: [swaggerUiFolder],
+    // Not tsconfig.json, which extends a dev dependency's: a production install has none.
+    // Nothing in it changes what esbuild writes, since imports of types are marked as such.
+    tsconfigRaw: { compilerOptions: { verbatimModuleSyntax: true } },
+    // The CommonJS dependencies inside the bundle require Node's own modules.
+    banner: { js: "import { createRequire as createRequireOfBundle } from 'node:module'; const require = createRequireOfBundle(import.meta.url);" },
+    // Names are kept, so stack traces name their functions; `node --enable-source-maps`
+    // maps them to the sources. Without comments and line breaks the bundle is smaller and
+    // holds no character beyond Latin-1, so V8 keeps it in one byte a character, not two.
+    minifyWhitespace: true,
+    legalComments: 'external',
+    sourcemap: true,
+    logLevel: 'warning'
+  })
+}
+
+if (process.argv[1] === fileURLToPath(import.meta.url)) {
+  await bundle({ entryPoints: ENTRY_POINTS, outdir: join(repositoryRoot, 'dist') })
+}
