@@ -8,7 +8,7 @@ import { STATUS_CODES } from 'node:http'
 import type { Socket } from 'node:net'
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
 import { Type } from 'typebox'
-import { isDatabaseUnavailable } from './db/errors.js'
+import { DatabaseUnavailableError } from './db/errors.js'
 
 const JSON_TYPE = 'application/json; charset=utf-8'
 
@@ -58,7 +58,7 @@ function answerFor (error: FastifyError): ErrorAnswer {
   if (error.validation !== undefined) {
     return { statusCode: 400, message: error.message }
   }
-  if (isDatabaseUnavailable(error)) {
+  if (error instanceof DatabaseUnavailableError) {
     return { statusCode: 503, message: 'Database unavailable' }
   }
   const statusCode = error.statusCode ?? 500
@@ -72,8 +72,8 @@ function replyWithError (error: FastifyError, request: FastifyRequest, reply: Fa
   const { statusCode, message } = answerFor(error)
   if (error instanceof AppError) {
     reply.headers(error.headers)
-  } else if (statusCode === 503) {
-    request.log.warn({ err: error }, 'database unavailable')
+  } else if (error instanceof DatabaseUnavailableError) {
+    request.log.warn({ err: error.cause }, 'database unavailable')
   } else if (statusCode >= 500) {
     request.log.error({ err: error }, 'unhandled error')
   }

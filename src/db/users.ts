@@ -1,6 +1,7 @@
 /** Storage of user records; the only module that writes SQL for them. */
 import { CompiledQuery, sql, type Compilable, type Kysely } from 'kysely'
 import type { Dialect } from './database.js'
+import { fromDatabase } from './errors.js'
 import type { Database, UserRow } from './schema.js'
 import type { WalSync } from './wal-sync.js'
 
@@ -73,20 +74,20 @@ export function createUserRepository (db: Kysely<Database>, dialect: Dialect, wa
     ? batchedReads(db, countAll, walSync)
     : async (read) => await read({ executor: db, total: async () => await countAll(db) })
 
-  return {
-    create: dialect === 'sqlite' ? groupCommit(db, insertOne, walSync) : async (user) => await insertOne(db, user),
+  const create = dialect === 'sqlite' ? groupCommit(db, insertOne, walSync) : async (user: NewUser) => await insertOne(db, user)
 
-    async findById (id) {
+  return {
+    create: async (user) => await fromDatabase(async () => await create(user)),
+
+    findById: async (id) => await fromDatabase(async () => {
       const [user] = await read(async ({ executor }) => await selectUser(executor, [id]))
       return user
-    },
+    }),
 
-    async list ({ limit, offset }) {
-      return await read(async ({ executor, total }) => {
-        const [users, count] = await Promise.all([selectPage(executor, [limit, offset]), total()])
-        return { users, total: count }
-      })
-    }
+    list: async ({ limit, offset }) => await fromDatabase(async () => await read(async ({ executor, total }) => {
+      const [users, count] = await Promise.all([selectPage(executor, [limit, offset]), total()])
+      return { users, total: count }
+    }))
   }
 }
 

@@ -7,6 +7,7 @@ import fp from 'fastify-plugin'
 import { sql, type Kysely } from 'kysely'
 import { describeDatabase, type DatabaseConfig } from '../config.js'
 import { createDatabase, type DatabaseHandle } from '../db/database.js'
+import { fromDatabase } from '../db/errors.js'
 import { migrateToLatest } from '../db/migrate.js'
 import type { Database } from '../db/schema.js'
 import { createUserRepository, type UserRepository } from '../db/users.js'
@@ -42,7 +43,7 @@ async function storage (app: FastifyInstance, options: { database: DatabaseConfi
   app.addHook('onClose', async () => await database.destroy())
 
   app.decorate('users', createUserRepository(database, options.database.dialect, handle.walSync))
-  app.decorate('checkDatabase', async () => { await sql`select 1`.execute(database) })
+  app.decorate('checkDatabase', async () => { await fromDatabase(async () => await sql`select 1`.execute(database)) })
   app.decorate('databasePoolStats', handle.poolStats)
 }
 
