@@ -38,6 +38,12 @@ export function createValidatorCompiler (): FastifySchemaCompiler<unknown> {
 }
 
 /**
+ * The pattern of a text that holds no NUL character, which PostgreSQL cannot store in a text
+ * column; applied on both databases, so that they accept the same users.
+ */
+export const NO_NUL = '^[^\\u0000]*$'
+
+/**
  * Turns Ajv's first error into one sentence naming where and what, e.g.
  * `body/email must match format "email"` or `body must NOT have additional property "role"`.
  */
@@ -46,6 +52,8 @@ export const formatSchemaError: NonNullable<FastifyServerOptions['schemaErrorFor
   const where = `${dataVar}${first?.instancePath ?? ''}`
   const what = first?.keyword === 'additionalProperties'
     ? `must NOT have additional property ${JSON.stringify(first.params.additionalProperty)}`
-    : first?.message ?? 'is invalid'
+    : first?.keyword === 'pattern' && first.params.pattern === NO_NUL
+      ? 'must not contain the NUL character (U+0000)'
+      : first?.message ?? 'is invalid'
   return new AppError(`${where} ${what}`, 400)
 }

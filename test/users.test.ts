@@ -21,6 +21,35 @@ for (const database of testDatabases) {
       assert.deepEqual(stored.json(), { id: '1', name: 'Ada' })
     })
 
+    test('POST /users answers with the body byte for byte: key order, number spelling, white space, deep nesting', async (t) => {
+      const app = await testAppOn(t, database)
+      const deep = '{"a":'.repeat(4000) + '1' + '}'.repeat(4000)
+      const bodies = [
+        '{ "2": "two", "1": "one", "name": "Ada",\n  "email": "ada@example.com", "big": 1e400, "float": 1.0, "exp": 1E2 }',
+        `{"name":"Grace","email":"grace@example.com","nested":${deep}}`,
+        '{"name":"Edsger \\u00e9 \u00e9","email":"edsger@example.com"}'
+      ]
+      for (const [index, raw] of bodies.entries()) {
+        const response = await app.inject({ method: 'POST', url: '/users', payload: raw, headers: { 'content-type': 'application/json' } })
+        assert.equal(response.statusCode, 201, raw.slice(0, 80))
+        assert.equal(response.rawPayload.toString('utf8'), raw)
+        assert.match(String(response.headers['content-type']), /^application\/json/)
+        assert.equal(response.headers.location, `/users/${index + 1}`)
+      }
+    })
+
+    test('POST /users refuses, storing nothing, a body that is not UTF-8 and a name PostgreSQL cannot store (NUL)', async (t) => {
+      const app = await testAppOn(t, database)
+      const notUtf8 = Buffer.concat([Buffer.from('{"name":"Ada'), Buffer.from([0xff, 0xfe]), Buffer.from('","email":"ada@example.com"}')])
+      const invalid = await app.inject({ method: 'POST', url: '/users', payload: notUtf8, headers: { 'content-type': 'application/json' } })
+      assert.equal(invalid.statusCode, 400)
+      assert.deepEqual(invalid.json(), { error: 'Body is not valid JSON: it is not UTF-8' })
+      const withNul = await postJson(app, '/users', { name: 'Ada\u0000Lovelace', email: 'ada@example.com' })
+      assert.equal(withNul.statusCode, 400)
+      assert.deepEqual(withNul.json(), { error: 'body/name must not contain the NUL character (U+0000)' })
+      assert.equal((await app.inject('/users')).headers['x-total-count'], '0', 'nothing was stored')
+    })
+
     test('POST /users gives each user the next integer id', async (t) => {
       const app = await testAppOn(t, database)
       const locations = []

@@ -5,11 +5,12 @@
 import { Type } from 'typebox'
 import { MAX_USER_ID } from '../db/users.js'
 import { errorResponse } from '../errors.js'
+import { NO_NUL } from '../validation.js'
 
 const Limit = (defaultValue: number) => Type.Integer({ minimum: 1, maximum: 1000, default: defaultValue, description: 'Users per page.' })
 const Offset = Type.Integer({ minimum: 0, maximum: MAX_USER_ID, default: 0, description: 'Users to skip.' })
 
-const Name = Type.String({ minLength: 1, maxLength: 200, examples: ['Ada'] })
+const Name = Type.String({ minLength: 1, maxLength: 200, pattern: NO_NUL, examples: ['Ada'] })
 const Email = Type.String({ format: 'email', maxLength: 254, examples: ['ada@example.com'] })
 
 const UserSummary = Type.Object({
