@@ -153,7 +153,7 @@ const spread = (numbers: number[], digits: number) =>
 // A database of 1,000 users, made by the service's own storage modules; each log level starts
 // from its own copy, so rows added by one pass do not slow the next one's counts.
 const seedFile = join(folder, 'seed.db')
-const { db: seed } = createDatabase({ dialect: 'sqlite', filename: seedFile })
+const { db: seed } = await createDatabase({ dialect: 'sqlite', filename: seedFile })
 await migrateToLatest(seed, 'sqlite')
 const seedUsers = createUserRepository(seed, 'sqlite')
 for (let i = 1; i <= 1000; i++) await seedUsers.create({ name: `user${i}`, email: `user${i}@example.com` })

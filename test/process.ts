@@ -83,9 +83,14 @@ export async function startService (t: TestContext, env: Record<string, string>,
   return { child, port, stdout, stderr: () => stderr, exited }
 }
 
-/** Runs a script to completion and collects what it printed. */
+/** Runs a script of src/ to completion and collects what it printed. */
 export async function runScript (script: string, env: Record<string, string>, args: string[] = []): Promise<Exit & { stdout: string, stderr: string }> {
-  const child = spawnNode([...fromSource(script), ...args], env, repositoryRoot)
+  return await runNode([...fromSource(script), ...args], env)
+}
+
+/** Runs Node with these arguments to completion and collects what it printed. */
+export async function runNode (nodeArgs: string[], env: Record<string, string>): Promise<Exit & { stdout: string, stderr: string }> {
+  const child = spawnNode(nodeArgs, env, repositoryRoot)
   let stdout = ''
   let stderr = ''
   child.stdout?.on('data', (chunk) => { stdout += String(chunk) })

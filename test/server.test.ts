@@ -5,7 +5,7 @@ import { join } from 'node:path'
 import { after, describe, test } from 'node:test'
 import { bundle } from '../scripts/build.js'
 import { postgresQuery, postJsonOver, rawRequest, temporaryFolder, testDatabases } from './helpers.js'
-import { repositoryRoot, runScript, startService } from './process.js'
+import { repositoryRoot, runNode, runScript, signalGroup, startService } from './process.js'
 
 /**
  * The single file `npm start` runs, bundled afresh from the sources, once for this file's
@@ -14,8 +14,13 @@ import { repositoryRoot, runScript, startService } from './process.js'
  */
 const bundleFolder = join(repositoryRoot, 'dist', `test-bundle-${process.pid}`)
 after(() => rmSync(bundleFolder, { recursive: true, force: true }))
-let bundled: Promise<string> | undefined
-const bundledServer = async () => await (bundled ??= bundle({ entryPoints: ['src/server.ts'], outdir: bundleFolder }).then(() => join(bundleFolder, 'server.js')))
+let bundled: Promise<void> | undefined
+/** The bundled form of `src/server.ts` or `src/cli/migrate.ts`. */
+const bundledEntry = async (name: 'server' | 'cli/migrate') => {
+  await (bundled ??= bundle({ entryPoints: ['src/server.ts', 'src/cli/migrate.ts'], outdir: bundleFolder }))
+  return join(bundleFolder, `${name}.js`)
+}
+const bundledServer = async () => await bundledEntry('server')
 
 test('start-up prints the listening address and the docs URL in its first lines', async (t) => {
   const folder = temporaryFolder(t)
@@ -119,6 +124,23 @@ for (const database of testDatabases) {
       assert.equal((await rawRequest(service.port, { path: '/index.html' })).statusCode, 200)
       service.child.kill('SIGTERM')
       assert.deepEqual(await service.exited, { code: 0, signal: null })
+    })
+
+    test('20 times over, two instances, or an instance and npm run migrate, start at the same moment on a new database: all come up, the schema is migrated once', async (t) => {
+      const [server, migrate] = [await bundledEntry('server'), await bundledEntry('cli/migrate')]
+      for (let pair = 0; pair < 20; pair++) {
+        const env = { DATABASE_URL: await database.url(t) }
+        const [service, other] = await Promise.all([
+          startService(t, env, repositoryRoot, [server]),
+          pair % 2 === 0 ? startService(t, env, repositoryRoot, [server]) : runNode([migrate], env)
+        ])
+        assert.equal((await rawRequest(service.port, { path: '/ready' })).statusCode, 200, `pair ${pair}`)
+        if ('code' in other) assert.equal(other.code, 0, `pair ${pair}: ${other.stderr}`)
+        else assert.equal((await rawRequest(other.port, { path: '/ready' })).statusCode, 200, `pair ${pair}`)
+        for (const running of 'port' in other ? [service, other] : [service]) signalGroup(running.child, 'SIGKILL')
+        const check = await runNode([migrate], env)
+        assert.match(check.stdout, /^Schema is up to date\.$/m, `pair ${pair}: ${check.stderr}`)
+      }
     })
 
     test('npm run migrate creates the schema, then finds it up to date', async (t) => {

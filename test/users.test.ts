@@ -174,7 +174,7 @@ describe('users posted together on SQLite, committed as a group', () => {
   test('each gets its own id in order of arrival, and one the database refuses fails alone', async (t) => {
     const filename = join(temporaryFolder(t), 'app.db')
     const app = await testApp(t, { DATABASE_URL: `sqlite:${filename}` })
-    const { db } = createDatabase({ dialect: 'sqlite', filename })
+    const { db } = await createDatabase({ dialect: 'sqlite', filename })
     t.after(() => db.destroy())
     await sql`create trigger refuse_user before insert on users when new.name = 'Refused'
       begin select raise(abort, 'refused by a trigger'); end`.execute(db)

@@ -4,7 +4,7 @@ import { join } from 'node:path'
 import { describe, test } from 'node:test'
 import { setImmediate as nextTurn } from 'node:timers/promises'
 import { sql } from 'kysely'
-import { createDatabase } from '../src/db/database.js'
+import { createDatabase, type DatabaseHandle } from '../src/db/database.js'
 import { coordinateSyncs } from '../src/db/wal-sync.js'
 import { postJson, temporaryFolder, testApp } from './helpers.js'
 
@@ -81,13 +81,13 @@ describe('on a SQLite file, clients hear of a commit only once it is on the disk
 })
 
 describe('how a SQLite database file is opened', () => {
-  async function pragma (db: ReturnType<typeof createDatabase>['db'], name: string): Promise<unknown> {
+  async function pragma (db: DatabaseHandle['db'], name: string): Promise<unknown> {
     const { rows } = await sql<Record<string, unknown>>`select * from ${sql.raw(`pragma_${name}`)}`.execute(db)
     return rows[0]?.[name]
   }
 
   test('a file keeps a WAL, whose commits walSync brings to the disk', async (t) => {
-    const { db, walSync } = createDatabase({ dialect: 'sqlite', filename: join(temporaryFolder(t), 'app.db') })
+    const { db, walSync } = await createDatabase({ dialect: 'sqlite', filename: join(temporaryFolder(t), 'app.db') })
     t.after(() => db.destroy())
     assert.equal(await pragma(db, 'journal_mode'), 'wal')
     assert.equal(await pragma(db, 'synchronous'), 1)
@@ -96,7 +96,7 @@ describe('how a SQLite database file is opened', () => {
 
   test('where SQLite cannot keep a WAL, each commit syncs its own journal', async (t) => {
     // An empty name opens a temporary database, which SQLite gives no WAL.
-    const { db, walSync } = createDatabase({ dialect: 'sqlite', filename: '' })
+    const { db, walSync } = await createDatabase({ dialect: 'sqlite', filename: '' })
     t.after(() => db.destroy())
     assert.notEqual(await pragma(db, 'journal_mode'), 'wal')
     assert.equal(await pragma(db, 'synchronous'), 2)

@@ -6,7 +6,7 @@ import { migrateToLatest } from '../db/migrate.js'
 
 try {
   const { database } = loadConfig(readEnvironment())
-  const { db } = createDatabase(database)
+  const { db } = await createDatabase(database)
   try {
     const applied = await migrateToLatest(db, database.dialect)
     process.stdout.write(applied.length === 0

@@ -6,6 +6,7 @@
 import { mkdirSync } from 'node:fs'
 import { dirname } from 'node:path'
 import { createRequire } from 'node:module'
+import { setTimeout as sleep } from 'node:timers/promises'
 import type SQLite from 'better-sqlite3'
 import type pg from 'pg'
 import { Kysely, PostgresDialect, SqliteDialect, type SqliteDatabase } from 'kysely'
@@ -43,7 +44,7 @@ const QUERY_TIMEOUT_MS = 5000
  * @param onConnectionError told when an idle pooled connection breaks (the database went
  * away); the pool drops it and opens a new one when needed.
  */
-export function createDatabase (config: DatabaseConfig, onConnectionError: (error: Error) => void = () => {}): DatabaseHandle {
+export async function createDatabase (config: DatabaseConfig, onConnectionError: (error: Error) => void = () => {}): Promise<DatabaseHandle> {
   if (config.dialect === 'postgres') {
     // Loaded only here: on SQLite, the default, start-up skips it.
     const { Pool }: typeof pg = require('pg')
@@ -66,8 +67,30 @@ export function createDatabase (config: DatabaseConfig, onConnectionError: (erro
       poolStats: () => ({ open: pool.totalCount, idle: pool.idleCount, waiting: pool.waitingCount })
     }
   }
-  const { database, walSync } = openSqlite(config.filename)
+  const { database, walSync } = await openSqlite(config.filename)
   return { db: new Kysely<Database>({ dialect: new SqliteDialect({ database: reusingStatements(database) }) }), walSync }
+}
+
+/** How long SQLite waits for another connection's lock before it gives up (SQLITE_BUSY). */
+const BUSY_TIMEOUT_MS = 5000
+
+/**
+ * Asks for WAL mode and answers the journal mode the file is then in. The switch needs the
+ * file to itself, and SQLite refuses it at once, without waiting, while another process is
+ * opening a new file too (two instances starting together); so it is tried again for as long
+ * as SQLite would wait for a lock. Once a file is in WAL mode it stays so, and every later
+ * opening finds it there.
+ */
+async function switchToWal (database: SQLite.Database): Promise<string> {
+  const giveUpAt = Date.now() + BUSY_TIMEOUT_MS
+  for (;;) {
+    try {
+      return database.pragma('journal_mode = WAL', { simple: true }) as string
+    } catch (error) {
+      if ((error as { code?: unknown }).code !== 'SQLITE_BUSY' || Date.now() > giveUpAt) throw error
+      await sleep(10)
+    }
+  }
 }
 
 function openBetterSqlite3 (filename: string): SQLite.Database {
@@ -95,7 +118,7 @@ function reusingStatements (database: SqliteDatabase): SqliteDatabase {
   }
 }
 
-function openSqlite (filename: string): { database: SqliteDatabase, walSync?: WalSync } {
+async function openSqlite (filename: string): Promise<{ database: SqliteDatabase, walSync?: WalSync }> {
   if (filename === ':memory:') return { database: openBetterSqlite3(filename) }
   mkdirSync(dirname(filename), { recursive: true })
   const database = openBetterSqlite3(filename)
@@ -103,8 +126,8 @@ function openSqlite (filename: string): { database: SqliteDatabase, walSync?: Wa
   // beside the writer, and with synchronous=NORMAL a commit returns once it is written to the
   // WAL file, which walSync then brings to the disk before any client hears of it. Where
   // SQLite cannot use a WAL, each commit syncs its journal itself (synchronous=FULL).
-  database.pragma('busy_timeout = 5000')
-  if (database.pragma('journal_mode = WAL', { simple: true }) !== 'wal') {
+  database.pragma(`busy_timeout = ${BUSY_TIMEOUT_MS}`)
+  if (await switchToWal(database) !== 'wal') {
     database.pragma('synchronous = FULL')
     return { database }
   }

@@ -1,6 +1,8 @@
 /**
- * Brings the schema to the latest version. Kysely's migrator records what ran and takes a
- * lock while it runs, so concurrent start-ups of several instances migrate only once.
+ * Brings the schema to the latest version. Kysely's migrator records what ran. On PostgreSQL
+ * it takes a transaction-scoped advisory lock (which holds behind a pooler in transaction
+ * mode), so instances starting together migrate once. On SQLite it takes no lock, for it
+ * expects one process; see `underSqliteWriteLock`.
  */
 import { sql, type Kysely } from 'kysely'
 import { Migrator, type Migration, type MigrationProvider } from 'kysely/migration'
@@ -14,11 +16,35 @@ function migrationsFor (dialect: Dialect): Record<string, Migration> {
 }
 
 export async function migrateToLatest (db: Kysely<any>, dialect: Dialect): Promise<string[]> {
-  const provider: MigrationProvider = { getMigrations: async () => migrationsFor(dialect) }
-  const migrator = new Migrator({ db, provider, migrationTableSchema: await currentSchema(db, dialect) })
-  const { error, results } = await migrator.migrateToLatest()
-  if (error !== undefined) throw error
-  return (results ?? []).filter((result) => result.status === 'Success').map((result) => result.migrationName)
+  const migrate = async (db: Kysely<any>) => {
+    const provider: MigrationProvider = { getMigrations: async () => migrationsFor(dialect) }
+    const migrator = new Migrator({ db, provider, migrationTableSchema: await currentSchema(db, dialect) })
+    const { error, results } = await migrator.migrateToLatest()
+    if (error !== undefined) throw error
+    return (results ?? []).filter((result) => result.status === 'Success').map((result) => result.migrationName)
+  }
+  return dialect === 'sqlite' ? await underSqliteWriteLock(db, migrate) : await migrate(db)
+}
+
+/**
+ * Runs the whole migration, from reading what has run to recording what it ran, in one
+ * SQLite transaction that holds the database's write lock from its start (BEGIN IMMEDIATE).
+ * Another process migrating the same file (a second instance, `npm run migrate`) waits for
+ * that lock (busy_timeout), then reads the schema as the first left it: up to date. A
+ * migration that fails is rolled back whole.
+ */
+async function underSqliteWriteLock<T> (db: Kysely<any>, work: (db: Kysely<any>) => Promise<T>): Promise<T> {
+  return await db.connection().execute(async (connection) => {
+    await sql`begin immediate`.execute(connection)
+    try {
+      const result = await work(connection)
+      await sql`commit`.execute(connection)
+      return result
+    } catch (error) {
+      await sql`rollback`.execute(connection)
+      throw error
+    }
+  })
 }
 
 /**

@@ -30,7 +30,7 @@ export class DatabaseStartupError extends Error {
 async function storage (app: FastifyInstance, options: { database: DatabaseConfig }): Promise<void> {
   let handle: DatabaseHandle | undefined
   try {
-    handle = createDatabase(options.database, (error) => {
+    handle = await createDatabase(options.database, (error) => {
       app.log.warn({ err: error }, 'database connection lost; it will be reopened when needed')
     })
     await migrateToLatest(handle.db, options.database.dialect)
