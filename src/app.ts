@@ -69,6 +69,7 @@ export async function buildApp (config: Config, options: BuildOptions = {}): Pro
     requestTimeout: config.timeouts.requestMs,
     keepAliveTimeout: config.timeouts.keepAliveMs
   }).withTypeProvider<TypeBoxTypeProvider>()
+  app.server.maxConnections = config.maxConnections
 
   app.setValidatorCompiler(createValidatorCompiler())
   // Bodies are JSON or nothing: without this, text/plain would be parsed as a string.

@@ -4,7 +4,7 @@
  * reads `process.env` (a lint rule enforces it), so every setting is visible here.
  */
 import { randomBytes } from 'node:crypto'
-import { existsSync } from 'node:fs'
+import { existsSync, readFileSync } from 'node:fs'
 import { Type, type Static } from 'typebox'
 import { createCoercingAjv } from './validation.js'
 
@@ -37,6 +37,7 @@ const EnvSchema = Type.Object({
   HEADERS_TIMEOUT_MS: Type.Integer({ minimum: 1, default: 10_000 }),
   REQUEST_TIMEOUT_MS: Type.Integer({ minimum: 1, default: 30_000 }),
   KEEP_ALIVE_TIMEOUT_MS: Type.Integer({ minimum: 1, default: 72_000 }),
+  MAX_CONNECTIONS: Type.Optional(Type.Integer({ minimum: 1 })),
   METRICS: Type.Enum(['on', 'off'], { default: 'on' })
 })
 
@@ -67,6 +68,8 @@ export interface Config {
   overload: { maxEventLoopDelayMs: number, maxHeapBytes: number }
   /** How long a client may take to send its headers, its whole request, and its next request. */
   timeouts: { headersMs: number, requestMs: number, keepAliveMs: number }
+  /** Client connections open at once; more are closed as they arrive. */
+  maxConnections: number
   /** Whether `/metrics` exists. */
   metrics: boolean
 }
@@ -152,8 +155,30 @@ export function loadConfig (environment: Record<string, string | undefined>): Co
       requestMs: parsed.REQUEST_TIMEOUT_MS,
       keepAliveMs: parsed.KEEP_ALIVE_TIMEOUT_MS
     },
+    maxConnections: parsed.MAX_CONNECTIONS ?? connectionsWithinDescriptorLimit(),
     metrics: parsed.METRICS === 'on'
   }
+}
+
+/** Descriptors kept for everything but client connections: database files and sockets, logs. */
+const RESERVED_DESCRIPTORS = 128
+
+/**
+ * As many client connections as the process's limit of open files allows, less a reserve, so
+ * that connections can never take the last descriptor: without one, reading the memory
+ * figures (for overload protection), opening the database's files or accepting a connection
+ * fails. The limit is read from /proc/self/limits; where there is none, connections are not
+ * counted.
+ */
+function connectionsWithinDescriptorLimit (): number {
+  let limits: string
+  try {
+    limits = readFileSync('/proc/self/limits', 'utf8')
+  } catch {
+    return Infinity
+  }
+  const soft = /^Max open files\s+(\d+|unlimited)/m.exec(limits)?.[1]
+  return soft === undefined || soft === 'unlimited' ? Infinity : Math.max(1, Number(soft) - RESERVED_DESCRIPTORS)
 }
 
 function parseDatabaseUrl (url: string, poolSize: number): DatabaseConfig {

@@ -105,6 +105,9 @@ export function answerClientError (error: NodeJS.ErrnoException, socket: Socket)
   const body = JSON.stringify({ error: message })
   socket.end(`HTTP/1.1 ${statusCode} ${STATUS_CODES[statusCode]}\r\nContent-Type: ${JSON_TYPE}\r\n` +
     `Content-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`)
+  // Closed for good once the answer is out: ending alone leaves the connection half open,
+  // holding a descriptor for as long as a client that never reads keeps its side.
+  socket.destroySoon()
 }
 
 export function registerErrorHandlers (app: FastifyInstance): void {

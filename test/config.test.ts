@@ -1,4 +1,5 @@
 import assert from 'node:assert/strict'
+import { existsSync, readFileSync } from 'node:fs'
 import { test } from 'node:test'
 import { ConfigError, loadConfig } from '../src/config.js'
 
@@ -93,4 +94,11 @@ test('production requires JWT_SECRET; elsewhere a random per-process secret is g
   assert.equal(first.generated, true)
   assert.ok(first.secret.length >= 32)
   assert.notEqual(first.secret, second.secret)
+})
+
+test('MAX_CONNECTIONS defaults to the open-file limit less a reserve of 128, and can be set', { skip: existsSync('/proc/self/limits') ? false : 'no /proc/self/limits here' }, () => {
+  const soft = /^Max open files\s+(\d+)/m.exec(readFileSync('/proc/self/limits', 'utf8'))?.[1]
+  assert.equal(loadConfig({}).maxConnections, soft === undefined ? Infinity : Number(soft) - 128)
+  assert.equal(loadConfig({ MAX_CONNECTIONS: '500' }).maxConnections, 500)
+  assert.throws(() => loadConfig({ MAX_CONNECTIONS: '0' }), /^ConfigError: MAX_CONNECTIONS must be >= 1/)
 })

@@ -24,7 +24,7 @@ export interface RunningService {
 }
 
 /** Node's arguments that run a script of src/ from its TypeScript source. */
-const fromSource = (script: string): string[] => ['--import', tsx, entry(script)]
+export const fromSource = (script: string): string[] => ['--import', tsx, entry(script)]
 
 /**
  * Each child leads a process group of its own, so that a test can signal it together with

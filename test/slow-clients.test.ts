@@ -1,10 +1,12 @@
 import assert from 'node:assert/strict'
 import { once } from 'node:events'
+import { existsSync, readdirSync } from 'node:fs'
+import http from 'node:http'
 import net from 'node:net'
 import { test } from 'node:test'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { postJsonOver, rawRequest } from './helpers.js'
-import { startService } from './process.js'
+import { fromSource, startService } from './process.js'
 
 /** Opens a raw connection and collects whatever the server sends until it closes it. */
 async function rawConnection (port: number) {
@@ -102,4 +104,57 @@ test('a client that aborts its upload is not logged as a database outage', async
   const lines = service.stdout.map((line) => JSON.parse(line) as { msg: string, level: number })
   assert.deepEqual(lines.filter((line) => /database/i.test(line.msg)), [], 'no line speaks of the database')
   assert.deepEqual(lines.filter((line) => line.level >= 40 && !/JWT_SECRET/.test(line.msg)), [], 'nothing is logged as a warning or worse')
+})
+
+/** How many descriptors a process has open, where Linux's /proc tells. */
+const openDescriptors = (pid: number) => readdirSync(`/proc/${pid}/fd`).length
+const noProc = existsSync('/proc/self/fd') ? false : 'no /proc/<pid>/fd here to count descriptors'
+
+test('a connection that sends nothing and reads nothing is closed, its descriptor freed, once HEADERS_TIMEOUT_MS has passed', { skip: noProc }, async (t) => {
+  const service = await startService(t, timeouts)
+  const pid = service.child.pid as number
+  const before = openDescriptors(pid)
+  const silent: net.Socket[] = []
+  t.after(() => { for (const socket of silent) socket.destroy() })
+  for (let i = 0; i < 50; i++) {
+    const socket = net.connect(service.port, '127.0.0.1')
+    socket.on('error', () => {})
+    socket.pause()
+    silent.push(socket)
+  }
+  await Promise.all(silent.map(async (socket) => await once(socket, 'connect')))
+  await sleep(200)
+  assert.ok(openDescriptors(pid) >= before + 50, 'the service holds a descriptor for each')
+  await sleep(Number(timeouts.HEADERS_TIMEOUT_MS) + 1500)
+  assert.ok(openDescriptors(pid) <= before + 2, `${openDescriptors(pid) - before} descriptors are still held`)
+})
+
+test('connections beyond the open-file limit are refused while those open are served, and the service lives on', { skip: noProc }, async (t) => {
+  // sh lowers the limit for the service alone, as a tight container or systemd unit would.
+  const service = await startService(t, timeouts, undefined, ['-c', 'ulimit -n 200 && exec "$0" "$@"', process.execPath, ...fromSource('server.ts')], 'sh')
+  const keptAlive = new http.Agent({ keepAlive: true, maxSockets: 1 })
+  t.after(() => keptAlive.destroy())
+  const health = async (agent?: http.Agent) => await new Promise<number | string>((resolve) => {
+    http.get({ host: '127.0.0.1', port: service.port, path: '/health', agent }, (response) => {
+      response.resume()
+      resolve(response.statusCode ?? 0)
+    }).on('error', (error: NodeJS.ErrnoException) => resolve(error.code ?? 'error'))
+  })
+  assert.equal(await health(keptAlive), 200)
+
+  const flood: net.Socket[] = []
+  t.after(() => { for (const socket of flood) socket.destroy() })
+  for (let i = 0; i < 300; i++) {
+    const socket = net.connect(service.port, '127.0.0.1')
+    socket.on('error', () => {})
+    socket.pause()
+    flood.push(socket)
+  }
+  await sleep(500)
+  assert.equal(await health(keptAlive), 200, 'a connection already open is served')
+  assert.notEqual(await health(), 200, 'a new one is refused while the limit is reached')
+  // The flood sends nothing, so it is closed once HEADERS_TIMEOUT_MS has passed.
+  await sleep(Number(timeouts.HEADERS_TIMEOUT_MS) + 1500)
+  assert.equal(await health(), 200, 'new connections are served again')
+  assert.equal(service.child.exitCode, null, 'the service never exited')
 })
