@@ -3,7 +3,7 @@ import { once } from 'node:events'
 import { existsSync, readdirSync } from 'node:fs'
 import http from 'node:http'
 import net from 'node:net'
-import { test } from 'node:test'
+import { test, type TestContext } from 'node:test'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { postJsonOver, rawRequest } from './helpers.js'
 import { fromSource, startService } from './process.js'
@@ -110,18 +110,23 @@ test('a client that aborts its upload is not logged as a database outage', async
 const openDescriptors = (pid: number) => readdirSync(`/proc/${pid}/fd`).length
 const noProc = existsSync('/proc/self/fd') ? false : 'no /proc/<pid>/fd here to count descriptors'
 
+/** Connections that send nothing and read nothing, destroyed when the test ends. */
+function silentConnections (t: TestContext, port: number, count: number): net.Socket[] {
+  const sockets = Array.from({ length: count }, () => {
+    const socket = net.connect(port, '127.0.0.1')
+    socket.on('error', () => {})
+    socket.pause()
+    return socket
+  })
+  t.after(() => { for (const socket of sockets) socket.destroy() })
+  return sockets
+}
+
 test('a connection that sends nothing and reads nothing is closed, its descriptor freed, once HEADERS_TIMEOUT_MS has passed', { skip: noProc }, async (t) => {
   const service = await startService(t, timeouts)
   const pid = service.child.pid as number
   const before = openDescriptors(pid)
-  const silent: net.Socket[] = []
-  t.after(() => { for (const socket of silent) socket.destroy() })
-  for (let i = 0; i < 50; i++) {
-    const socket = net.connect(service.port, '127.0.0.1')
-    socket.on('error', () => {})
-    socket.pause()
-    silent.push(socket)
-  }
+  const silent = silentConnections(t, service.port, 50)
   await Promise.all(silent.map(async (socket) => await once(socket, 'connect')))
   await sleep(200)
   assert.ok(openDescriptors(pid) >= before + 50, 'the service holds a descriptor for each')
@@ -142,14 +147,7 @@ test('connections beyond the open-file limit are refused while those open are se
   })
   assert.equal(await health(keptAlive), 200)
 
-  const flood: net.Socket[] = []
-  t.after(() => { for (const socket of flood) socket.destroy() })
-  for (let i = 0; i < 300; i++) {
-    const socket = net.connect(service.port, '127.0.0.1')
-    socket.on('error', () => {})
-    socket.pause()
-    flood.push(socket)
-  }
+  silentConnections(t, service.port, 300)
   await sleep(500)
   assert.equal(await health(keptAlive), 200, 'a connection already open is served')
   assert.notEqual(await health(), 200, 'a new one is refused while the limit is reached')
