@@ -46,14 +46,22 @@ const swaggerUiFolder = {
 }
 
 /**
- * Bundles each entry point (a path under src/) into `outdir`, keeping its place below src/:
- * src/server.ts becomes `outdir`/server.js.
+ * The SQLite worker, which src/db/sqlite-queries.ts starts from the file beside its own
+ * (`./sqlite-worker.js`): beside the server's bundle, then, whatever else is bundled.
+ */
+const SQLITE_WORKER = { in: join(repositoryRoot, 'src/db/sqlite-worker.ts'), out: 'sqlite-worker' }
+
+/**
+ * Bundles each entry point (a path under src/) into `outdir`, keeping its place below src/
+ * (src/server.ts becomes `outdir`/server.js), and the SQLite worker beside the server.
  * @param {{ entryPoints: string[], outdir: string }} options
  */
 export async function bundle ({ entryPoints, outdir }) {
   await build({
-    entryPoints: entryPoints.map((entry) => join(repositoryRoot, entry)),
-    outbase: join(repositoryRoot, 'src'),
+    entryPoints: [
+      ...entryPoints.map((entry) => ({ in: join(repositoryRoot, entry), out: entry.replace(/^src\//, '').replace(/\.ts$/, '') })),
+      SQLITE_WORKER
+    ],
     outdir,
     bundle: true,
     platform: 'node',

@@ -73,7 +73,8 @@ function replyWithError (error: FastifyError, request: FastifyRequest, reply: Fa
   if (error instanceof AppError) {
     reply.headers(error.headers)
   } else if (error instanceof DatabaseUnavailableError) {
-    request.log.warn({ err: error.cause }, 'database unavailable')
+    // The storage layer logs each outage once, as it starts and as it ends.
+    reply.header('retry-after', '1')
   } else if (statusCode >= 500) {
     request.log.error({ err: error }, 'unhandled error')
   }

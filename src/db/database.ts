@@ -1,7 +1,8 @@
 /**
- * Opens the database named by the configuration. SQLite is the embedded default; PostgreSQL
- * lets many instances share one database. Everything above this module sees only
- * `Kysely<Database>`, so both run the same queries, migrations and tests.
+ * Opens the database named by the configuration, as Kysely over a connection of this thread:
+ * a PostgreSQL pool, or a SQLite file. `npm run migrate`, the tests and the SQLite worker use
+ * it directly; the service reaches its database through `queries.ts`, which keeps SQLite's
+ * waits (for the disk, for another process's lock) off the event loop.
  */
 import { mkdirSync } from 'node:fs'
 import { dirname } from 'node:path'
@@ -12,13 +13,12 @@ import type pg from 'pg'
 import { Kysely, PostgresDialect, SqliteDialect, type SqliteDatabase } from 'kysely'
 import type { DatabaseConfig } from '../config.js'
 import type { Database } from './schema.js'
-import { walFileSync, type WalSync } from './wal-sync.js'
 
 export type Dialect = DatabaseConfig['dialect']
 
 const require = createRequire(import.meta.url)
 
-interface PoolStats {
+export interface PoolStats {
   open: number
   idle: number
   waiting: number
@@ -28,8 +28,6 @@ export interface DatabaseHandle {
   db: Kysely<Database>
   /** Connections of the PostgreSQL pool right now; SQLite has no pool. */
   poolStats?: () => PoolStats
-  /** On a SQLite file, whose commits reach the disk after they return (see wal-sync.ts). */
-  walSync?: WalSync
 }
 
 /**
@@ -67,12 +65,16 @@ export async function createDatabase (config: DatabaseConfig, onConnectionError:
       poolStats: () => ({ open: pool.totalCount, idle: pool.idleCount, waiting: pool.waitingCount })
     }
   }
-  const { database, walSync } = await openSqlite(config.filename)
-  return { db: new Kysely<Database>({ dialect: new SqliteDialect({ database: reusingStatements(database) }) }), walSync }
+  return { db: sqliteKysely(await openSqliteFile(config.filename)) }
 }
 
-/** How long SQLite waits for another connection's lock before it gives up (SQLITE_BUSY). */
-const BUSY_TIMEOUT_MS = 5000
+/** Kysely over a SQLite connection of this thread. */
+export function sqliteKysely (database: SQLite.Database): Kysely<Database> {
+  return new Kysely<Database>({ dialect: new SqliteDialect({ database: reusingStatements(database) }) })
+}
+
+/** How long SQLite waits for another connection's lock, unless told otherwise. */
+export const BUSY_TIMEOUT_MS = 5000
 
 /**
  * Asks for WAL mode and answers the journal mode the file is then in. The switch needs the
@@ -93,9 +95,20 @@ async function switchToWal (database: SQLite.Database): Promise<string> {
   }
 }
 
-function openBetterSqlite3 (filename: string): SQLite.Database {
+/**
+ * Opens a SQLite database with the settings every connection of the service uses: a busy
+ * timeout, so that `npm run migrate` and other instances can share the file; WAL, so that
+ * readers run beside the writer; and synchronous=FULL, so that a commit returns only once it
+ * is on the disk (in WAL mode, before other connections can see it).
+ */
+export async function openSqliteFile (filename: string): Promise<SQLite.Database> {
   const BetterSqlite3: typeof SQLite = require('better-sqlite3')
-  return new BetterSqlite3(filename)
+  if (filename !== ':memory:') mkdirSync(dirname(filename), { recursive: true })
+  const database = new BetterSqlite3(filename)
+  database.pragma(`busy_timeout = ${BUSY_TIMEOUT_MS}`)
+  if (filename !== ':memory:') await switchToWal(database)
+  database.pragma('synchronous = FULL')
+  return database
 }
 
 /**
@@ -103,7 +116,7 @@ function openBetterSqlite3 (filename: string): SQLite.Database {
  * handful of parameterised statements, so each is prepared once and reused. (better-sqlite3
  * runs a statement to completion before the next, so sharing one is safe.)
  */
-function reusingStatements (database: SqliteDatabase): SqliteDatabase {
+function reusingStatements (database: SQLite.Database): SqliteDatabase {
   const statements = new Map<string, ReturnType<SqliteDatabase['prepare']>>()
   return {
     prepare (sql: string) {
@@ -115,26 +128,5 @@ function reusingStatements (database: SqliteDatabase): SqliteDatabase {
       return statement
     },
     close: () => { database.close() }
-  }
-}
-
-async function openSqlite (filename: string): Promise<{ database: SqliteDatabase, walSync?: WalSync }> {
-  if (filename === ':memory:') return { database: openBetterSqlite3(filename) }
-  mkdirSync(dirname(filename), { recursive: true })
-  const database = openBetterSqlite3(filename)
-  // busy_timeout lets `npm run migrate` and the service share the file. WAL lets readers run
-  // beside the writer, and with synchronous=NORMAL a commit returns once it is written to the
-  // WAL file, which walSync then brings to the disk before any client hears of it. Where
-  // SQLite cannot use a WAL, each commit syncs its journal itself (synchronous=FULL).
-  database.pragma(`busy_timeout = ${BUSY_TIMEOUT_MS}`)
-  if (await switchToWal(database) !== 'wal') {
-    database.pragma('synchronous = FULL')
-    return { database }
-  }
-  database.pragma('synchronous = NORMAL')
-  const walSync = walFileSync(filename)
-  return {
-    database: { prepare: (sql) => database.prepare(sql), close: () => { database.close(); walSync.close() } },
-    walSync
   }
 }

@@ -4,21 +4,17 @@
  */
 import type { FastifyInstance } from 'fastify'
 import fp from 'fastify-plugin'
-import { sql, type Kysely } from 'kysely'
 import { describeDatabase, type DatabaseConfig } from '../config.js'
-import { createDatabase, type DatabaseHandle } from '../db/database.js'
-import { fromDatabase } from '../db/errors.js'
-import { migrateToLatest } from '../db/migrate.js'
-import type { Database } from '../db/schema.js'
+import { openQueryRunner, type QueryRunner } from '../db/queries.js'
 import { createUserRepository, type UserRepository } from '../db/users.js'
 
 declare module 'fastify' {
   interface FastifyInstance {
     users: UserRepository
-    /** Resolves when the database answers a trivial query; rejects otherwise. */
+    /** Resolves when the database can do its work now; rejects otherwise. */
     checkDatabase: () => Promise<void>
     /** The connection pool's state, on PostgreSQL. */
-    databasePoolStats: DatabaseHandle['poolStats']
+    databasePoolStats: QueryRunner['poolStats']
   }
 }
 
@@ -28,23 +24,18 @@ export class DatabaseStartupError extends Error {
 }
 
 async function storage (app: FastifyInstance, options: { database: DatabaseConfig }): Promise<void> {
-  let handle: DatabaseHandle | undefined
+  let runner: QueryRunner
   try {
-    handle = await createDatabase(options.database, (error) => {
-      app.log.warn({ err: error }, 'database connection lost; it will be reopened when needed')
-    })
-    await migrateToLatest(handle.db, options.database.dialect)
+    runner = await openQueryRunner(options.database, app.log)
   } catch (error) {
-    await handle?.db.destroy()
     const reason = error instanceof Error ? error.message : String(error)
     throw new DatabaseStartupError(`cannot use DATABASE_URL ${describeDatabase(options.database)}: ${reason}`)
   }
-  const database: Kysely<Database> = handle.db
-  app.addHook('onClose', async () => await database.destroy())
+  app.addHook('onClose', async () => await runner.close())
 
-  app.decorate('users', createUserRepository(database, options.database.dialect, handle.walSync))
-  app.decorate('checkDatabase', async () => { await fromDatabase(async () => await sql`select 1`.execute(database)) })
-  app.decorate('databasePoolStats', handle.poolStats)
+  app.decorate('users', createUserRepository(runner))
+  app.decorate('checkDatabase', runner.check)
+  app.decorate('databasePoolStats', runner.poolStats)
 }
 
 export default fp(storage, { name: 'storage' })

@@ -1,0 +1,54 @@
+/**
+ * Where the service's queries run. Repositories build their queries with `db` (Kysely) and
+ * hand them, compiled, to `read` or `write`; how and where they run is this module's
+ * business, the same for every repository: on PostgreSQL, through the connection pool; on
+ * SQLite, on a worker thread (`sqlite-queries.ts`). Either way a write resolves only once it
+ * is committed to the disk, and a failure that means "the database cannot do its work now"
+ * comes out as a `DatabaseUnavailableError`, logged once per outage, not once per request.
+ */
+import type { CompiledQuery, Kysely } from 'kysely'
+import type { DatabaseConfig } from '../config.js'
+import { createDatabase, type PoolStats } from './database.js'
+import { fromDatabase, outageLog, type OutageLogger } from './errors.js'
+import { migrateToLatest } from './migrate.js'
+import type { Database } from './schema.js'
+import { openSqliteQueries } from './sqlite-queries.js'
+
+export interface QueryRunner {
+  /** Builds and compiles queries for this database; the runner's methods run them. */
+  readonly db: Kysely<Database>
+  /** Runs a query that reads. */
+  read: <Row>(query: CompiledQuery<Row>) => Promise<Row[]>
+  /** Runs a query that writes; resolves once it is committed to the disk. */
+  write: <Row>(query: CompiledQuery<Row>) => Promise<Row[]>
+  /** Resolves when the database can do its work now (readiness); rejects otherwise. */
+  check: () => Promise<void>
+  close: () => Promise<void>
+  /** Connections of the PostgreSQL pool right now; SQLite has no pool. */
+  poolStats?: () => PoolStats
+}
+
+export async function openQueryRunner (config: DatabaseConfig, log: OutageLogger): Promise<QueryRunner> {
+  if (config.dialect === 'sqlite') return await openSqliteQueries(config.filename, log)
+
+  const { db, poolStats } = await createDatabase(config, (error) => {
+    log.warn({ err: error }, 'database connection lost; it will be reopened when needed')
+  })
+  try {
+    await migrateToLatest(db, 'postgres')
+  } catch (error) {
+    await db.destroy()
+    throw error
+  }
+  const outages = outageLog(log)
+  const run = async <Row>(query: CompiledQuery<Row>): Promise<Row[]> =>
+    await outages.track(fromDatabase(async () => (await db.executeQuery(query)).rows))
+  return {
+    db,
+    read: run,
+    write: run,
+    check: async () => { await fromDatabase(async () => await db.executeQuery(db.selectNoFrom((eb) => eb.lit(1).as('one')).compile())) },
+    close: async () => await db.destroy(),
+    poolStats
+  }
+}

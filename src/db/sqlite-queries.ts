@@ -1,0 +1,157 @@
+/**
+ * SQLite, run on a worker thread (`sqlite-worker.ts`) so that the event loop never waits for
+ * the disk or for another process's lock. What arrives in one turn of the event loop goes to
+ * the worker together: the reads as one batch, run in one snapshot, and the writes as another,
+ * committed together, so that one sync of the disk serves them all. Every batch has a
+ * deadline: a caller waits at most that long and then hears that the database is unavailable,
+ * and the worker starts nothing whose deadline has passed.
+ */
+import { once } from 'node:events'
+import { Worker } from 'node:worker_threads'
+import { CompiledQuery, DummyDriver, Kysely, SqliteAdapter, SqliteIntrospector, SqliteQueryCompiler } from 'kysely'
+import { classified, DatabaseUnavailableError, outageLog, type OutageLogger } from './errors.js'
+import type { QueryRunner } from './queries.js'
+import type { Database } from './schema.js'
+
+/** How long a request waits for SQLite before it is answered 503, and readiness. */
+const QUERY_TIMEOUT_MS = 5000
+const CHECK_TIMEOUT_MS = 1000
+
+export interface Batch {
+  type: 'batch'
+  id: number
+  kind: 'read' | 'write' | 'check'
+  queries: Array<{ sql: string, parameters: readonly unknown[] }>
+  /** When its callers stop waiting (milliseconds since the epoch). */
+  deadline: number
+}
+export type WorkerMessage = Batch | { type: 'close' }
+
+export interface ErrorDescription { code: string | undefined, message: string }
+export type Outcome = { rows: unknown[] } | { error: ErrorDescription }
+export type BatchResult =
+  | { id: number, outcomes: Outcome[] }
+  | { id: number, expired: true }
+  | { id: number, failed: ErrorDescription }
+
+const toError = ({ code, message }: ErrorDescription): Error => Object.assign(new Error(message), { code })
+
+interface Pending {
+  query: CompiledQuery
+  resolve: (rows: unknown[]) => void
+  reject: (error: unknown) => void
+}
+
+/** Kysely as a compiler of SQLite queries only; the worker runs them. */
+const compiler = new Kysely<Database>({
+  dialect: {
+    createAdapter: () => new SqliteAdapter(),
+    createDriver: () => new DummyDriver(),
+    createIntrospector: (db) => new SqliteIntrospector(db),
+    createQueryCompiler: () => new SqliteQueryCompiler()
+  }
+})
+
+export async function openSqliteQueries (filename: string, log: OutageLogger): Promise<QueryRunner> {
+  const worker = new Worker(new URL('./sqlite-worker.js', import.meta.url), { workerData: { filename } })
+  const [started] = await Promise.race([once(worker, 'message'), once(worker, 'error').then(([error]) => [{ type: 'failed', error }])])
+  if (started.type !== 'ready') {
+    await worker.terminate()
+    throw toError(started.error)
+  }
+
+  const outages = outageLog(log)
+  const waiting = new Map<number, (result: BatchResult) => void>()
+  let nextId = 0
+  let stopped: Error | undefined
+
+  worker.on('message', (result: BatchResult) => {
+    const answer = waiting.get(result.id)
+    waiting.delete(result.id)
+    answer?.(result)
+  })
+  // The worker never throws; should it die all the same, every caller hears it, now and later.
+  const die = (error: Error) => {
+    stopped ??= error
+    for (const [id, answer] of waiting) answer({ id, failed: { code: 'SQLITE_CANTOPEN', message: `the SQLite worker stopped: ${error.message}` } })
+    waiting.clear()
+  }
+  worker.on('error', die)
+  worker.on('exit', (code) => die(new Error(`exit code ${code}`)))
+
+  function send (kind: Batch['kind'], queries: CompiledQuery[], timeoutMs: number): Promise<BatchResult> {
+    const id = nextId++
+    return new Promise((resolve) => {
+      if (stopped !== undefined) {
+        resolve({ id, failed: { code: 'SQLITE_CANTOPEN', message: `the SQLite worker stopped: ${stopped.message}` } })
+        return
+      }
+      const timer = setTimeout(() => {
+        waiting.delete(id)
+        resolve({ id, expired: true })
+      }, timeoutMs)
+      waiting.set(id, (result) => {
+        clearTimeout(timer)
+        resolve(result)
+      })
+      const message: Batch = { type: 'batch', id, kind, queries: queries.map(({ sql, parameters }) => ({ sql, parameters })), deadline: Date.now() + timeoutMs }
+      worker.postMessage(message)
+    })
+  }
+
+  const unavailable = (result: BatchResult): Error | undefined =>
+    'expired' in result
+      ? new DatabaseUnavailableError(new Error(`SQLite did not answer within ${QUERY_TIMEOUT_MS / 1000} s`))
+      : 'failed' in result ? classified(toError(result.failed)) as Error : undefined
+
+  /**
+   * Gathers queries into batches: what arrives in one turn of the event loop goes together,
+   * and while a batch is with the worker, what arrives meanwhile waits to go as the next one.
+   * So under load a write batch holds everything that came during the previous commit's sync
+   * of the disk, and each sync serves as many writes as there are to serve.
+   */
+  function batched (kind: 'read' | 'write') {
+    let pending: Pending[] = []
+    let busy = false
+
+    async function flush (): Promise<void> {
+      const batch = pending
+      pending = []
+      busy = true
+      const result = await send(kind, batch.map(({ query }) => query), QUERY_TIMEOUT_MS)
+      busy = false
+      if (pending.length > 0) setImmediate(flush)
+      const failure = unavailable(result)
+      batch.forEach(({ resolve, reject }, index) => {
+        const outcome = failure === undefined && 'outcomes' in result ? result.outcomes[index]! : undefined
+        if (outcome === undefined) reject(failure)
+        else if ('rows' in outcome) resolve(outcome.rows)
+        else reject(classified(toError(outcome.error)))
+      })
+    }
+
+    return async <Row>(query: CompiledQuery<Row>): Promise<Row[]> => await outages.track(new Promise<Row[]>((resolve, reject) => {
+      pending.push({ query, resolve: resolve as (rows: unknown[]) => void, reject })
+      if (pending.length === 1 && !busy) setImmediate(flush)
+    }))
+  }
+
+  return {
+    db: compiler,
+    read: batched('read'),
+    write: batched('write'),
+    async check () {
+      const failure = unavailable(await send('check', [], CHECK_TIMEOUT_MS))
+      if (failure !== undefined) throw failure
+    },
+    async close () {
+      if (stopped !== undefined) return
+      worker.removeAllListeners('exit')
+      worker.postMessage({ type: 'close' } satisfies WorkerMessage)
+      const exited = once(worker, 'exit')
+      const timer = setTimeout(() => { worker.terminate().catch(() => {}) }, 2000)
+      await exited
+      clearTimeout(timer)
+    }
+  }
+}

@@ -1,0 +1,156 @@
+/**
+ * The SQLite connection of the service, on a worker thread of its own, so that whatever
+ * SQLite waits for (the disk's sync, a frozen filesystem, another process's write lock)
+ * holds up this thread and never the event loop. It opens and migrates the file, then runs
+ * the batches `sqlite-queries.ts` sends, one at a time, each in a transaction of its own
+ * that begins and ends inside one message: no transaction is ever left open between two.
+ */
+import { statSync, type Stats } from 'node:fs'
+import { parentPort, workerData } from 'node:worker_threads'
+import type SQLite from 'better-sqlite3'
+import { openSqliteFile, sqliteKysely } from './database.js'
+import { migrateToLatest } from './migrate.js'
+import type { Batch, BatchResult, ErrorDescription, Outcome, WorkerMessage } from './sqlite-queries.js'
+
+const port = parentPort!
+const { filename } = workerData as { filename: string }
+
+/** The files this connection has open, to notice them deleted or replaced under it. */
+interface FileIdentity { dev: number, ino: number }
+const identityOf = (stats: Stats): FileIdentity => ({ dev: stats.dev, ino: stats.ino })
+
+class FileChangedError extends Error {
+  readonly code = 'SQLITE_FILE_CHANGED'
+}
+
+function checkFiles (opened: Array<[string, FileIdentity]>): void {
+  for (const [path, identity] of opened) {
+    const now = statSync(path, { throwIfNoEntry: false })
+    if (now === undefined || now.dev !== identity.dev || now.ino !== identity.ino) {
+      throw new FileChangedError(`${path} was deleted or replaced while the service had it open`)
+    }
+  }
+}
+
+const describe = (error: unknown): ErrorDescription => {
+  const { code, message } = error as { code?: unknown, message?: unknown }
+  return { code: typeof code === 'string' ? code : undefined, message: String(message ?? error) }
+}
+
+function main (database: SQLite.Database, opened: Array<[string, FileIdentity]>): void {
+  const statements = new Map<string, SQLite.Statement>()
+  const run = (sql: string, parameters: readonly unknown[]): unknown[] => {
+    let statement = statements.get(sql)
+    if (statement === undefined) {
+      statement = database.prepare(sql)
+      statements.set(sql, statement)
+    }
+    if (statement.reader) return statement.all(...parameters)
+    statement.run(...parameters)
+    return []
+  }
+  const timeLeft = (batch: Batch) => batch.deadline - Date.now()
+
+  /** Reads share one snapshot; each fails alone. */
+  function read (batch: Batch): Outcome[] {
+    run('begin', [])
+    try {
+      return batch.queries.map(({ sql, parameters }) => {
+        try {
+          return { rows: run(sql, parameters) }
+        } catch (error) {
+          return { error: describe(error) }
+        }
+      })
+    } finally {
+      run('rollback', [])
+    }
+  }
+
+  /**
+   * Writes share one commit, and so one sync of the disk; each runs in a savepoint, so one
+   * the database refuses fails alone. The write lock is waited for only as long as the
+   * batch's callers still wait, and once it is had too late, nothing is written.
+   */
+  function write (batch: Batch): Outcome[] | 'expired' {
+    checkFiles(opened)
+    database.pragma(`busy_timeout = ${Math.max(0, timeLeft(batch))}`)
+    run('begin immediate', [])
+    if (timeLeft(batch) <= 0) {
+      run('rollback', [])
+      return 'expired'
+    }
+    let outcomes: Outcome[]
+    try {
+      outcomes = batch.queries.map(({ sql, parameters }) => {
+        run('savepoint query', [])
+        try {
+          const rows = run(sql, parameters)
+          run('release query', [])
+          return { rows }
+        } catch (error) {
+          run('rollback to query', [])
+          run('release query', [])
+          return { error: describe(error) }
+        }
+      })
+    } catch (error) {
+      run('rollback', [])
+      throw error
+    }
+    try {
+      run('commit', [])
+    } catch (error) {
+      // A commit that fails (a full disk, a failed sync) leaves the transaction open.
+      if (database.inTransaction) run('rollback', [])
+      throw error
+    }
+    return outcomes
+  }
+
+  /** Readiness: the files are the ones opened, and a write could begin now. */
+  function check (): Outcome[] {
+    checkFiles(opened)
+    database.pragma('busy_timeout = 0')
+    run('begin immediate', [])
+    run('rollback', [])
+    return []
+  }
+
+  port.on('message', (message: WorkerMessage) => {
+    if (message.type === 'close') {
+      database.close()
+      port.close()
+      return
+    }
+    const batch = message
+    let result: BatchResult
+    if (timeLeft(batch) <= 0) {
+      result = { id: batch.id, expired: true }
+    } else {
+      try {
+        const outcomes = batch.kind === 'read' ? read(batch) : batch.kind === 'write' ? write(batch) : check()
+        result = outcomes === 'expired' ? { id: batch.id, expired: true } : { id: batch.id, outcomes }
+      } catch (error) {
+        result = { id: batch.id, failed: describe(error) }
+      }
+    }
+    port.postMessage(result)
+  })
+}
+
+try {
+  const database = await openSqliteFile(filename)
+  await migrateToLatest(sqliteKysely(database), 'sqlite')
+  const opened: Array<[string, FileIdentity]> = []
+  if (filename !== ':memory:') {
+    for (const path of [filename, `${filename}-wal`]) {
+      const stats = statSync(path, { throwIfNoEntry: false })
+      if (stats !== undefined) opened.push([path, identityOf(stats)])
+    }
+  }
+  main(database, opened)
+  port.postMessage({ type: 'ready' })
+} catch (error) {
+  port.postMessage({ type: 'failed', error: describe(error) })
+}

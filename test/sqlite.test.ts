@@ -1,0 +1,88 @@
+/**
+ * SQLite as the service runs it: on a worker thread, so that the event loop never waits for
+ * the disk or for another process's lock; with WAL and synchronous=FULL, so that a commit
+ * returns once it is on the disk.
+ */
+import assert from 'node:assert/strict'
+import { spawn } from 'node:child_process'
+import { once } from 'node:events'
+import { join } from 'node:path'
+import { describe, test, type TestContext } from 'node:test'
+import { setTimeout as sleep } from 'node:timers/promises'
+import { sql } from 'kysely'
+import { createDatabase, type DatabaseHandle } from '../src/db/database.js'
+import { captureLogs, postJson, temporaryFolder, testApp } from './helpers.js'
+
+async function pragma (db: DatabaseHandle['db'], name: string): Promise<unknown> {
+  const { rows } = await sql<Record<string, unknown>>`select * from ${sql.raw(`pragma_${name}`)}`.execute(db)
+  return rows[0]?.[name]
+}
+
+/** Another process that holds the file's write lock until the returned function is called. */
+async function holdWriteLock (t: TestContext, filename: string): Promise<() => Promise<void>> {
+  const holder = spawn(process.execPath, ['-e', `
+    const database = new (require('better-sqlite3'))(${JSON.stringify(filename)})
+    database.exec('begin immediate')
+    process.stdout.write('locked\\n')
+    process.stdin.on('data', () => { database.exec('rollback'); process.exit(0) })`], { stdio: ['pipe', 'pipe', 'inherit'] })
+  t.after(() => holder.kill('SIGKILL'))
+  await once(holder.stdout, 'data')
+  return async () => {
+    holder.stdin.write('release\n')
+    await once(holder, 'exit')
+  }
+}
+
+/** The slowest of repeated GET /health answers while `during` runs. */
+async function slowestHealth (app: Awaited<ReturnType<typeof testApp>>, during: Promise<unknown>): Promise<number> {
+  const state = { done: false }
+  let slowest = 0
+  during.finally(() => { state.done = true }).catch(() => {})
+  while (!state.done) {
+    const started = performance.now()
+    assert.equal((await app.inject('/health')).statusCode, 200)
+    slowest = Math.max(slowest, performance.now() - started)
+    await sleep(50)
+  }
+  return slowest
+}
+
+describe('SQLite under the service', () => {
+  test('a file is opened in WAL mode with synchronous=FULL', async (t) => {
+    const { db } = await createDatabase({ dialect: 'sqlite', filename: join(temporaryFolder(t), 'app.db') })
+    t.after(() => db.destroy())
+    assert.equal(await pragma(db, 'journal_mode'), 'wal')
+    assert.equal(await pragma(db, 'synchronous'), 2)
+  })
+
+  test('while another process holds the write lock: /health stays prompt, /ready and writes answer 503 in bounded time, and all recovers', async (t) => {
+    const filename = join(temporaryFolder(t), 'app.db')
+    const logs = captureLogs()
+    const app = await testApp(t, { DATABASE_URL: `sqlite:${filename}`, LOG_LEVEL: 'info' }, logs.stream)
+    assert.equal((await postJson(app, '/users', { name: 'Ada', email: 'ada@example.com' })).statusCode, 201)
+
+    const release = await holdWriteLock(t, filename)
+    const timed = async <T>(work: Promise<T>) => { const started = performance.now(); const result = await work; return { result, ms: performance.now() - started } }
+    const writing = timed(postJson(app, '/users', { name: 'Grace', email: 'grace@example.com' }))
+    const checking = timed(app.inject('/ready'))
+    const slowest = await slowestHealth(app, Promise.all([writing, checking]))
+
+    const [write, ready] = [await writing, await checking]
+    assert.equal(ready.result.statusCode, 503)
+    assert.ok(ready.ms < 1200, `/ready took ${ready.ms} ms`)
+    assert.equal(write.result.statusCode, 503)
+    assert.deepEqual(write.result.json(), { error: 'Database unavailable' })
+    assert.equal(write.result.headers['retry-after'], '1')
+    assert.ok(write.ms < 5500, `the write took ${write.ms} ms`)
+    assert.ok(slowest < 100, `/health took up to ${slowest} ms`)
+
+    await release()
+    assert.equal((await app.inject('/ready')).statusCode, 200)
+    assert.equal((await postJson(app, '/users', { name: 'Edsger', email: 'edsger@example.com' })).statusCode, 201)
+    const list = await app.inject('/users')
+    assert.deepEqual(list.json().map((user: { name: string }) => user.name), ['Ada', 'Edsger'], 'the refused write was not stored')
+
+    const outage = logs.lines.filter((line) => /^database (unavailable|available again)/.test(line.msg))
+    assert.deepEqual(outage.map((line) => line.msg.replace(/:.*/, '')), ['database unavailable', 'database available again'], 'one line as it starts, one as it ends')
+  })
+})
