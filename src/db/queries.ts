@@ -47,7 +47,7 @@ export async function openQueryRunner (config: DatabaseConfig, log: OutageLogger
     db,
     read: run,
     write: run,
-    check: async () => { await fromDatabase(async () => await db.executeQuery(db.selectNoFrom((eb) => eb.lit(1).as('one')).compile())) },
+    check: async () => { await run(db.selectNoFrom((eb) => eb.lit(1).as('one')).compile()) },
     close: async () => await db.destroy(),
     poolStats
   }

@@ -101,7 +101,7 @@ export async function openSqliteQueries (filename: string, log: OutageLogger): P
 
   const unavailable = (result: BatchResult): Error | undefined =>
     'expired' in result
-      ? new DatabaseUnavailableError(new Error(`SQLite did not answer within ${QUERY_TIMEOUT_MS / 1000} s`))
+      ? new DatabaseUnavailableError(new Error('SQLite did not answer in time'))
       : 'failed' in result ? classified(toError(result.failed)) as Error : undefined
 
   /**
@@ -140,10 +140,10 @@ export async function openSqliteQueries (filename: string, log: OutageLogger): P
     db: compiler,
     read: batched('read'),
     write: batched('write'),
-    async check () {
-      const failure = unavailable(await send('check', [], CHECK_TIMEOUT_MS))
+    check: async () => await outages.track(send('check', [], CHECK_TIMEOUT_MS).then((result) => {
+      const failure = unavailable(result)
       if (failure !== undefined) throw failure
-    },
+    })),
     async close () {
       if (stopped !== undefined) return
       worker.removeAllListeners('exit')

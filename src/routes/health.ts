@@ -6,11 +6,11 @@ import { HealthSchema, ReadySchema } from './health.schemas.js'
 const health: FastifyPluginAsyncTypebox = async (app) => {
   app.get('/health', { schema: HealthSchema }, async () => ({ status: 'ok' as const }))
 
-  app.get('/ready', { schema: ReadySchema }, async (request) => {
+  app.get('/ready', { schema: ReadySchema }, async () => {
     try {
       await app.checkDatabase()
-    } catch (error) {
-      request.log.warn({ err: error }, 'readiness check failed')
+    } catch {
+      // The storage layer logs the outage, once as it starts and once as it ends.
       throw new AppError('Database unavailable', 503)
     }
     return { status: 'ok' as const }

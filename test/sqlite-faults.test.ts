@@ -1,0 +1,149 @@
+/**
+ * Faults of the machine under a SQLite database: a full disk, a read-only filesystem, a
+ * frozen one, the file deleted under the running service. They need root (to mount and
+ * freeze filesystems), which CI has.
+ */
+import assert from 'node:assert/strict'
+import { execFileSync, spawn } from 'node:child_process'
+import { once } from 'node:events'
+import { existsSync, mkdtempSync, renameSync, rmSync, unlinkSync, writeFileSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { describe, test, type TestContext } from 'node:test'
+import { setTimeout as sleep } from 'node:timers/promises'
+import { createDatabase } from '../src/db/database.js'
+import { migrateToLatest } from '../src/db/migrate.js'
+import { captureLogs, postJson, temporaryFolder, testApp } from './helpers.js'
+import { startService } from './process.js'
+
+const needsRoot = process.getuid?.() === 0 ? false : 'needs root, to mount and freeze filesystems (CI runs as root)'
+
+const run = (command: string, ...args: string[]) => execFileSync(command, args, { stdio: 'pipe' })
+
+/** A folder on which `mount` mounts a filesystem; unmounted and removed when the test ends. */
+function mountPoint (t: TestContext, mount: (folder: string) => void): string {
+  const folder = mkdtempSync(join(tmpdir(), 'service-mount-'))
+  mount(folder)
+  t.after(() => {
+    try { run('fsfreeze', '-u', folder) } catch {}
+    run('umount', '-l', folder)
+    rmSync(folder, { recursive: true, force: true })
+  })
+  return folder
+}
+
+const smallFilesystem = (t: TestContext, size: string) =>
+  mountPoint(t, (folder) => run('mount', '-t', 'tmpfs', '-o', `size=${size}`, 'tmpfs', folder))
+
+/** Fills the filesystem holding `folder` until it has no byte left; returns the filler's path. */
+function fill (folder: string): string {
+  const filler = join(folder, 'filler')
+  const chunk = Buffer.alloc(64 * 1024)
+  try {
+    for (;;) writeFileSync(filler, chunk, { flag: 'a' })
+  } catch (error) {
+    assert.equal((error as NodeJS.ErrnoException).code, 'ENOSPC')
+  }
+  try {
+    for (;;) writeFileSync(filler, Buffer.alloc(512), { flag: 'a' })
+  } catch {}
+  return filler
+}
+
+const user = (name: string) => ({ name, email: `${name.toLowerCase()}@example.com` })
+const names = async (app: Awaited<ReturnType<typeof testApp>>) => (await app.inject('/users')).json().map((row: { name: string }) => row.name)
+
+describe('SQLite under faults of the machine', { skip: needsRoot }, () => {
+  test('a full disk: writes answer 503 and store nothing, reads go on, and writes work again once space is freed', async (t) => {
+    const folder = smallFilesystem(t, '4m')
+    const logs = captureLogs()
+    const app = await testApp(t, { DATABASE_URL: `sqlite:${join(folder, 'app.db')}`, LOG_LEVEL: 'info' }, logs.stream)
+    assert.equal((await postJson(app, '/users', user('Ada'))).statusCode, 201)
+
+    const filler = fill(folder)
+    const refused = await Promise.all(Array.from({ length: 20 }, (_, i) => postJson(app, '/users', user(`Full${i}`))))
+    assert.deepEqual(new Set(refused.map((response) => response.statusCode)), new Set([503]))
+    assert.deepEqual(refused[0]!.json(), { error: 'Database unavailable' })
+    assert.deepEqual(await names(app), ['Ada'], 'reads go on, and see nothing of the refused writes')
+
+    unlinkSync(filler)
+    assert.equal((await postJson(app, '/users', user('Grace'))).statusCode, 201)
+    assert.deepEqual(await names(app), ['Ada', 'Grace'])
+    const outage = logs.lines.filter((line) => /^database (unavailable|available again)/.test(line.msg))
+    assert.equal(outage.length, 2, 'one line as the outage starts, one as it ends, for 20 refused writes')
+    assert.match(outage[0]!.msg, /full/i)
+  })
+
+  test('a database on a read-only filesystem: start-up refuses with one line naming it', async (t) => {
+    const folder = smallFilesystem(t, '8m')
+    const filename = join(folder, 'app.db')
+    const { db } = await createDatabase({ dialect: 'sqlite', filename })
+    await migrateToLatest(db, 'sqlite')
+    await db.destroy()
+    run('mount', '-o', 'remount,ro', folder)
+    await assert.rejects(startService(t, { DATABASE_URL: `sqlite:${filename}` }),
+      (error: Error) => /before listening: Start-up failed: cannot use DATABASE_URL sqlite:\S+app\.db: [^\n]+\n$/.test(error.message))
+  })
+
+  test('the database file deleted or replaced under the running service: writes and /ready answer 503, and the log names the file', async (t) => {
+    for (const fault of ['deleted', 'replaced'] as const) {
+      const folder = temporaryFolder(t)
+      const filename = join(folder, 'app.db')
+      const logs = captureLogs()
+      const app = await testApp(t, { DATABASE_URL: `sqlite:${filename}`, LOG_LEVEL: 'info' }, logs.stream)
+      assert.equal((await postJson(app, '/users', user('Ada'))).statusCode, 201)
+
+      if (fault === 'deleted') {
+        for (const file of [filename, `${filename}-wal`, `${filename}-shm`]) rmSync(file, { force: true })
+      } else {
+        writeFileSync(join(folder, 'other.db'), '')
+        renameSync(join(folder, 'other.db'), filename)
+      }
+      assert.equal((await postJson(app, '/users', user('Grace'))).statusCode, 503, fault)
+      assert.equal((await app.inject('/ready')).statusCode, 503, fault)
+      const outage = logs.lines.filter((line) => /^database unavailable/.test(line.msg))
+      assert.equal(outage.length, 1, fault)
+      assert.ok(outage[0]!.msg.includes(filename), `${fault}: ${outage[0]!.msg}`)
+      assert.equal(existsSync(filename), fault === 'replaced', 'the service never creates a file of its own there')
+    }
+  })
+
+  test('a frozen filesystem: /health stays prompt, /ready and writes answer 503 in bounded time, and all recovers on thaw', async (t) => {
+    const image = join(temporaryFolder(t), 'disk.img')
+    run('truncate', '-s', '32M', image)
+    run('mkfs.ext4', '-q', image)
+    const folder = mountPoint(t, (folder) => run('mount', '-o', 'loop', image, folder))
+    const app = await testApp(t, { DATABASE_URL: `sqlite:${join(folder, 'app.db')}` })
+    assert.equal((await postJson(app, '/users', user('Ada'))).statusCode, 201)
+
+    // While SQLite's worker waits on the frozen disk it may hold the process's memory map, so
+    // that this process could not start another: the thaw is scheduled by a process started
+    // before the freeze.
+    const thawer = spawn('sh', ['-c', `sleep 7; fsfreeze -u ${folder}`], { stdio: 'ignore' })
+    const thawed = once(thawer, 'exit')
+    run('fsfreeze', '-f', folder)
+    const started = performance.now()
+    const writing = postJson(app, '/users', user('Grace')).then((response) => ({ response, ms: performance.now() - started }))
+    const ready = await app.inject('/ready')
+    const readyMs = performance.now() - started
+    assert.equal(ready.statusCode, 503)
+    assert.ok(readyMs < 1200, `/ready took ${readyMs} ms`)
+    let slowest = 0
+    while (performance.now() - started < 5000) {
+      const before = performance.now()
+      assert.equal((await app.inject('/health')).statusCode, 200)
+      slowest = Math.max(slowest, performance.now() - before)
+      await sleep(100)
+    }
+    const write = await writing
+    assert.equal(write.response.statusCode, 503)
+    assert.ok(write.ms < 5500, `the write took ${write.ms} ms`)
+    assert.ok(slowest < 100, `/health took up to ${slowest} ms`)
+    t.diagnostic(`frozen: /ready 503 in ${readyMs.toFixed(0)} ms, write 503 in ${write.ms.toFixed(0)} ms, slowest /health ${slowest.toFixed(1)} ms`)
+
+    await thawed
+    await sleep(500)
+    assert.equal((await postJson(app, '/users', user('Edsger'))).statusCode, 201)
+    assert.equal((await app.inject('/ready')).statusCode, 200)
+  })
+})
