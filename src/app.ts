@@ -9,7 +9,6 @@ import type { DestinationStream } from 'pino'
 import type { Config } from './config.js'
 import { answerClientError, registerErrorHandlers, replyWithFrameworkError } from './errors.js'
 import { lazyChildLogger } from './lazy-logger.js'
-import answersTogether from './plugins/answers-together.js'
 import auth, { requireTokensPlugin } from './plugins/auth.js'
 import cors from './plugins/cors.js'
 import docs from './plugins/docs.js'
@@ -76,7 +75,6 @@ export async function buildApp (config: Config, options: BuildOptions = {}): Pro
   app.removeContentTypeParser('text/plain')
   registerErrorHandlers(app)
 
-  await app.register(answersTogether)
   await app.register(requestHooks)
   await app.register(securityHeaders)
   await app.register(cors, { origin: config.corsOrigin })

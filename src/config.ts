@@ -6,7 +6,7 @@
 import { randomBytes } from 'node:crypto'
 import { existsSync, readFileSync } from 'node:fs'
 import { Type, type Static } from 'typebox'
-import { createCoercingAjv } from './validation.js'
+import { createCoercingAjv } from './ajv.js'
 
 /** A span of time as people write it: `30s`, `15m`, `1h`, `7d`. */
 const DURATION = /^([1-9][0-9]*)([smhd])$/

@@ -5,31 +5,10 @@
  * bodies, already typed, go through a strict one (`"name": 123` is an error, not "123").
  * Neither removes additional properties: a schema that forbids them rejects the request.
  */
-import { Ajv, type ErrorObject, type Options } from 'ajv'
-import addFormats from 'ajv-formats'
+import type { ErrorObject } from 'ajv'
 import type { FastifySchemaCompiler, FastifyServerOptions } from 'fastify'
+import { createAjv, createCoercingAjv } from './ajv.js'
 import { AppError } from './errors.js'
-
-const sharedOptions: Options = {
-  removeAdditional: false,
-  useDefaults: true,
-  allErrors: false,
-  // TypeBox adds annotations (e.g. `~kind`) that Ajv's strict mode would reject.
-  strict: false,
-  // The schemas are this service's own, fixed and tested; checking each against the JSON
-  // Schema meta-schema would compile that meta-schema once per instance at every start-up.
-  validateSchema: false
-}
-
-function createAjv (options: Options): Ajv {
-  const ajv = new Ajv({ ...sharedOptions, ...options })
-  addFormats.default(ajv)
-  return ajv
-}
-
-export function createCoercingAjv (): Ajv {
-  return createAjv({ coerceTypes: 'array' })
-}
 
 export function createValidatorCompiler (): FastifySchemaCompiler<unknown> {
   const coercing = createCoercingAjv()

@@ -171,6 +171,21 @@ for (const database of testDatabases) {
 }
 
 describe('users posted together on SQLite, committed as a group', () => {
+  test('they share commits: fewer commits than users', async (t) => {
+    const filename = join(temporaryFolder(t), 'app.db')
+    const app = await testApp(t, { DATABASE_URL: `sqlite:${filename}` })
+    const { db } = await createDatabase({ dialect: 'sqlite', filename })
+    t.after(() => db.destroy())
+    // The WAL file is emptied, then counts the pages the commits below write: one commit
+    // writes the users table's page and the id sequence's, so one commit per user would
+    // leave at least two frames per user.
+    await sql`pragma wal_checkpoint(truncate)`.execute(db)
+    const responses = await Promise.all(Array.from({ length: 40 }, (_, i) => postJson(app, '/users', { name: `user${i}`, email: `user${i}@example.com` })))
+    assert.deepEqual(new Set(responses.map((response) => response.statusCode)), new Set([201]))
+    const { rows: [checkpoint] } = await sql<{ log: number }>`pragma wal_checkpoint(passive)`.execute(db)
+    assert.ok(checkpoint!.log < 40, `${checkpoint!.log} frames for 40 users`)
+  })
+
   test('each gets its own id in order of arrival, and one the database refuses fails alone', async (t) => {
     const filename = join(temporaryFolder(t), 'app.db')
     const app = await testApp(t, { DATABASE_URL: `sqlite:${filename}` })
