@@ -1,7 +1,6 @@
 import assert from 'node:assert/strict'
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
-import { setTimeout as sleep } from 'node:timers/promises'
 import { join } from 'node:path'
 import { test, type TestContext } from 'node:test'
 import { listeningApp, rawRequest } from './helpers.js'
@@ -87,11 +86,10 @@ test('a missing file is the JSON 404 of any unknown route', async (t) => {
   assert.deepEqual(JSON.parse(response.body), { error: 'Route not found' })
 })
 
-test('a file added while running is served within a second, and a removed one is a 404', async (t) => {
+test('a file added while running is served at once, and a removed one is a 404', async (t) => {
   const root = staticFolder(t)
   const { port } = await listeningApp(t, { STATIC_DIR: root })
   writeFileSync(join(root, 'added.txt'), 'new')
-  await sleep(1100)
   assert.equal((await rawRequest(port, { path: '/added.txt' })).body, 'new')
 
   rmSync(join(root, 'style.css'))
@@ -100,24 +98,7 @@ test('a file added while running is served within a second, and a removed one is
   assert.deepEqual(JSON.parse(removed.body), { error: 'Route not found' })
 })
 
-/** Headers that differ between any two answers. */
-const PER_ANSWER = new Set(['date', 'x-request-id'])
-const lasting = (headers: Record<string, unknown>) => Object.fromEntries(Object.entries(headers).filter(([name]) => !PER_ANSWER.has(name)))
-
-test('a small file answers plain GETs and HEADs from memory with the headers of an answer from disk', async (t) => {
-  const { port } = await listeningApp(t, { STATIC_DIR: staticFolder(t) })
-  // An ETag that does not match makes the request conditional, and so answered from disk in full.
-  const fromDisk = await rawRequest(port, { path: '/style.css', headers: { 'if-none-match': '"another"' } })
-  assert.equal(fromDisk.statusCode, 200)
-  for (const method of ['GET', 'HEAD', 'GET']) {
-    const plain = await rawRequest(port, { method, path: '/style.css' })
-    assert.equal(plain.statusCode, 200, method)
-    assert.deepEqual(lasting(plain.headers), lasting(fromDisk.headers), method)
-    assert.equal(plain.body, method === 'GET' ? 'body { color: red }' : '', method)
-  }
-})
-
-test('a changed file is served within a second, and a large one in full', async (t) => {
+test('a changed file is served at once, with its own ETag, and a large one in full', async (t) => {
   const root = staticFolder(t)
   const { port } = await listeningApp(t, { STATIC_DIR: root })
   assert.equal((await rawRequest(port, { path: '/style.css' })).body, 'body { color: red }')
@@ -125,7 +106,6 @@ test('a changed file is served within a second, and a large one in full', async 
   writeFileSync(join(root, 'style.css'), 'body { color: blue; margin: 0 }')
   const large = 'x'.repeat(200_000)
   writeFileSync(join(root, 'large.txt'), large)
-  await sleep(1100)
 
   const changed = await rawRequest(port, { path: '/style.css' })
   assert.equal(changed.body, 'body { color: blue; margin: 0 }')
