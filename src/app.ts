@@ -8,7 +8,6 @@ import Fastify, { LogController, type FastifyInstance } from 'fastify'
 import type { DestinationStream } from 'pino'
 import type { Config } from './config.js'
 import { answerClientError, registerErrorHandlers, replyWithFrameworkError } from './errors.js'
-import { lazyChildLogger } from './lazy-logger.js'
 import auth, { requireTokensPlugin } from './plugins/auth.js'
 import cors from './plugins/cors.js'
 import docs from './plugins/docs.js'
@@ -54,7 +53,6 @@ export async function buildApp (config: Config, options: BuildOptions = {}): Pro
     logger: loggerOptions(config, options),
     // One access-log line per request comes from request-hooks.ts instead of Fastify's two.
     logController: new LogController({ disableRequestLogging: true }),
-    childLoggerFactory: lazyChildLogger,
     requestIdHeader: false,
     genReqId: requestIdFrom,
     bodyLimit: config.bodyLimit,
