@@ -101,10 +101,11 @@ export function answerClientError (error: NodeJS.ErrnoException, socket: Socket)
   socket.destroySoon()
 }
 
-export function registerErrorHandlers (app: FastifyInstance): void {
-  app.setErrorHandler(replyWithError)
+const routeNotFound = (reply: FastifyReply): FastifyReply => reply.code(404).type(JSON_TYPE).send({ error: 'Route not found' })
 
-  app.setNotFoundHandler((_request: FastifyRequest, reply: FastifyReply) => {
-    return reply.code(404).type(JSON_TYPE).send({ error: 'Route not found' })
-  })
+export function registerErrorHandlers (app: FastifyInstance): void {
+  // A request no route answers hears that, whatever else is wrong with it (a QUERY without
+  // a Content-Type fails before the not-found handler is reached, say).
+  app.setErrorHandler((error: FastifyError, request, reply) => request.is404 ? routeNotFound(reply) : replyWithError(error, request, reply))
+  app.setNotFoundHandler((_request: FastifyRequest, reply: FastifyReply) => routeNotFound(reply))
 }
