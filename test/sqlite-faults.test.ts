@@ -108,7 +108,7 @@ describe('SQLite under faults of the machine', { skip: needsRoot }, () => {
     }
   })
 
-  test('a frozen filesystem: /health stays prompt, /ready and writes answer 503 in bounded time, and all recovers on thaw', async (t) => {
+  test('a frozen filesystem: /health stays prompt, /ready and concurrent writes answer 503 in bounded time, and all recovers on thaw', async (t) => {
     const image = join(temporaryFolder(t), 'disk.img')
     run('truncate', '-s', '32M', image)
     run('mkfs.ext4', '-q', image)
@@ -123,7 +123,8 @@ describe('SQLite under faults of the machine', { skip: needsRoot }, () => {
     const thawed = once(thawer, 'exit')
     run('fsfreeze', '-f', folder)
     const started = performance.now()
-    const writing = postJson(app, '/users', user('Grace')).then((response) => ({ response, ms: performance.now() - started }))
+    const writing = Promise.all(Array.from({ length: 10 }, (_, i) => postJson(app, '/users', user(`Frozen${i}`))))
+      .then((responses) => ({ responses, ms: performance.now() - started }))
     const ready = await app.inject('/ready')
     const readyMs = performance.now() - started
     assert.equal(ready.statusCode, 503)
@@ -136,14 +137,18 @@ describe('SQLite under faults of the machine', { skip: needsRoot }, () => {
       await sleep(100)
     }
     const write = await writing
-    assert.equal(write.response.statusCode, 503)
-    assert.ok(write.ms < 5500, `the write took ${write.ms} ms`)
+    assert.deepEqual(write.responses.map((response) => response.statusCode), Array(10).fill(503))
+    assert.ok(write.ms < 5500, `the writes took ${write.ms} ms`)
     assert.ok(slowest < 100, `/health took up to ${slowest} ms`)
-    t.diagnostic(`frozen: /ready 503 in ${readyMs.toFixed(0)} ms, write 503 in ${write.ms.toFixed(0)} ms, slowest /health ${slowest.toFixed(1)} ms`)
+    t.diagnostic(`frozen: /ready 503 in ${readyMs.toFixed(0)} ms, 10 writes 503 in ${write.ms.toFixed(0)} ms, slowest /health ${slowest.toFixed(1)} ms`)
 
     await thawed
     await sleep(500)
     assert.equal((await postJson(app, '/users', user('Edsger'))).statusCode, 201)
     assert.equal((await app.inject('/ready')).statusCode, 200)
+    // A commit already under way when the deadline passed completes on thaw: stored although
+    // answered 503, as with any database across a network (README, Storage).
+    const late = (await names(app)).filter((name: string) => name.startsWith('Frozen')).length
+    t.diagnostic(`frozen: ${late} of the 10 writes answered 503 were committed on thaw`)
   })
 })
