@@ -98,7 +98,8 @@ export function readEnvironment (): Record<string, string | undefined> {
  * as they do in most shells' `VAR= command` idiom.
  */
 export function loadConfig (environment: Record<string, string | undefined>): Config {
-  const env: Record<string, string> = {}
+  // Ajv converts the values in place (`"3000"` becomes 3000); its check then types them.
+  const env: Record<string, unknown> = {}
   for (const key of Object.keys(EnvSchema.properties)) {
     const value = environment[key]
     if (value !== undefined && value !== '') env[key] = value
@@ -115,7 +116,7 @@ export function loadConfig (environment: Record<string, string | undefined>): Co
         : error?.message ?? 'is invalid'
     throw new ConfigError(`${name} ${problem}${got}`)
   }
-  const parsed = env as unknown as Env
+  const parsed: Env = env
   const production = parsed.NODE_ENV === 'production'
 
   if (parsed.HEADERS_TIMEOUT_MS > parsed.REQUEST_TIMEOUT_MS) {
