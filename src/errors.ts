@@ -42,32 +42,30 @@ const FASTIFY_MESSAGES: Record<string, string> = {
 interface ErrorAnswer {
   statusCode: number
   message: string
+  headers?: Record<string, string>
+  /** Whether the error is ours to look into, and so logged with its stack. */
+  unexpected?: true
 }
 
 function answerFor (error: FastifyError): ErrorAnswer {
   if (error instanceof AppError) {
-    return { statusCode: error.statusCode, message: error.message }
+    return { statusCode: error.statusCode, message: error.message, headers: error.headers }
   }
+  // The storage layer logs each outage once, as it starts and as it ends.
   if (error instanceof DatabaseUnavailableError) {
-    return { statusCode: 503, message: 'Database unavailable' }
+    return { statusCode: 503, message: 'Database unavailable', headers: { 'retry-after': '1' } }
   }
   const statusCode = error.statusCode ?? 500
   if (statusCode >= 400 && statusCode < 500) {
     return { statusCode, message: FASTIFY_MESSAGES[error.code] ?? error.message }
   }
-  return { statusCode: 500, message: 'Internal Server Error' }
+  return { statusCode: 500, message: 'Internal Server Error', unexpected: true }
 }
 
 function replyWithError (error: FastifyError, request: FastifyRequest, reply: FastifyReply): FastifyReply {
-  const { statusCode, message } = answerFor(error)
-  if (error instanceof AppError) {
-    reply.headers(error.headers)
-  } else if (error instanceof DatabaseUnavailableError) {
-    // The storage layer logs each outage once, as it starts and as it ends.
-    reply.header('retry-after', '1')
-  } else if (statusCode >= 500) {
-    request.log.error({ err: error }, 'unhandled error')
-  }
+  const { statusCode, message, headers, unexpected } = answerFor(error)
+  if (unexpected) request.log.error({ err: error }, 'unhandled error')
+  if (headers !== undefined) reply.headers(headers)
   return reply.code(statusCode).type(JSON_TYPE).send({ error: message })
 }
 

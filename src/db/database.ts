@@ -74,20 +74,20 @@ export function sqliteKysely (database: SQLite.Database): Kysely<Database> {
 }
 
 /** How long SQLite waits for another connection's lock, unless told otherwise. */
-export const BUSY_TIMEOUT_MS = 5000
+const BUSY_TIMEOUT_MS = 5000
 
 /**
- * Asks for WAL mode and answers the journal mode the file is then in. The switch needs the
- * file to itself, and SQLite refuses it at once, without waiting, while another process is
+ * Asks for WAL mode. The switch needs the file to itself, and SQLite refuses it at once, without waiting, while another process is
  * opening a new file too (two instances starting together); so it is tried again for as long
  * as SQLite would wait for a lock. Once a file is in WAL mode it stays so, and every later
  * opening finds it there.
  */
-async function switchToWal (database: SQLite.Database): Promise<string> {
+async function switchToWal (database: SQLite.Database): Promise<void> {
   const giveUpAt = Date.now() + BUSY_TIMEOUT_MS
   for (;;) {
     try {
-      return database.pragma('journal_mode = WAL', { simple: true }) as string
+      database.pragma('journal_mode = WAL')
+      return
     } catch (error) {
       if ((error as { code?: unknown }).code !== 'SQLITE_BUSY' || Date.now() > giveUpAt) throw error
       await sleep(10)

@@ -30,7 +30,7 @@ export class DatabaseUnavailableError extends Error {
   }
 }
 
-export function isUnavailable (error: Error): boolean {
+function isUnavailable (error: Error): boolean {
   const code = (error as { code?: unknown }).code
   if (typeof code === 'string' && (UNREACHABLE_CODES.has(code) || code.startsWith('08') || SQLITE_UNAVAILABLE.test(code))) return true
   return UNREACHABLE_MESSAGES.test(error.message)
@@ -80,7 +80,7 @@ export function outageLog (log: OutageLogger) {
         return result
       } catch (error) {
         if (error instanceof DatabaseUnavailableError && failures++ === 0) {
-          log.error({ err: error.cause }, `database unavailable: ${(error.cause as Error).message}`)
+          log.error({ err: error.cause }, error.message)
         }
         throw error
       }

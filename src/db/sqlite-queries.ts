@@ -71,9 +71,11 @@ export async function openSqliteQueries (filename: string, log: OutageLogger): P
     answer?.(result)
   })
   // The worker never throws; should it die all the same, every caller hears it, now and later.
+  const workerStopped = (id: number, error: Error): BatchResult =>
+    ({ id, failed: { code: 'SQLITE_CANTOPEN', message: `the SQLite worker stopped: ${error.message}` } })
   const die = (error: Error) => {
     stopped ??= error
-    for (const [id, answer] of waiting) answer({ id, failed: { code: 'SQLITE_CANTOPEN', message: `the SQLite worker stopped: ${error.message}` } })
+    for (const [id, answer] of waiting) answer(workerStopped(id, error))
     waiting.clear()
   }
   worker.on('error', die)
@@ -83,7 +85,7 @@ export async function openSqliteQueries (filename: string, log: OutageLogger): P
     const id = nextId++
     return new Promise((resolve) => {
       if (stopped !== undefined) {
-        resolve({ id, failed: { code: 'SQLITE_CANTOPEN', message: `the SQLite worker stopped: ${stopped.message}` } })
+        resolve(workerStopped(id, stopped))
         return
       }
       const timer = setTimeout(() => {
@@ -99,7 +101,8 @@ export async function openSqliteQueries (filename: string, log: OutageLogger): P
     })
   }
 
-  const unavailable = (result: BatchResult): Error | undefined =>
+  /** Why a whole batch failed, if it did. */
+  const failureOf = (result: BatchResult): Error | undefined =>
     'expired' in result
       ? new DatabaseUnavailableError(new Error('SQLite did not answer in time'))
       : 'failed' in result ? classified(toError(result.failed)) as Error : undefined
@@ -121,7 +124,7 @@ export async function openSqliteQueries (filename: string, log: OutageLogger): P
       const result = await send(kind, batch.map(({ query }) => query), QUERY_TIMEOUT_MS)
       busy = false
       if (pending.length > 0) setImmediate(flush)
-      const failure = unavailable(result)
+      const failure = failureOf(result)
       batch.forEach(({ resolve, reject }, index) => {
         const outcome = failure === undefined && 'outcomes' in result ? result.outcomes[index]! : undefined
         if (outcome === undefined) reject(failure)
@@ -141,7 +144,7 @@ export async function openSqliteQueries (filename: string, log: OutageLogger): P
     read: batched('read'),
     write: batched('write'),
     check: async () => await outages.track(send('check', [], CHECK_TIMEOUT_MS).then((result) => {
-      const failure = unavailable(result)
+      const failure = failureOf(result)
       if (failure !== undefined) throw failure
     })),
     async close () {
