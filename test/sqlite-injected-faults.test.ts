@@ -1,7 +1,8 @@
 /**
- * A disk whose sync is slow or fails, injected into the service as a real process: a small
- * library loaded with LD_PRELOAD (test/fixtures/sync-fault.c) makes each sync of SQLite's
- * write-ahead log wait or fail, as the control file says. It needs a C compiler, which CI
+ * A disk whose sync is slow or fails, or that turns read-only, injected into the service as a
+ * real process: a small library loaded with LD_PRELOAD (test/fixtures/disk-faults.c) makes
+ * each sync of SQLite's write-ahead log wait or fail, or each write of its files fail with
+ * EROFS, as the control file says. It needs a C compiler, which CI
  * installs.
  */
 import assert from 'node:assert/strict'
@@ -21,12 +22,12 @@ function hasCompiler (): boolean {
     return false
   }
 }
-const needsCompiler = hasCompiler() ? false : 'needs a C compiler (cc) to build the sync fault injector (CI installs gcc)'
+const needsCompiler = hasCompiler() ? false : 'needs a C compiler (cc) to build the disk fault injector (CI installs gcc)'
 
 interface FaultyDisk {
   env: Record<string, string>
-  /** What each later sync of the WAL does: go on, fail with EIO, or wait first. */
-  set: (mode: 'ok' | 'fail' | `slow ${number}`) => void
+  /** What each later sync of the WAL does (go on, fail with EIO, or wait first), or refuse writes. */
+  set: (mode: 'ok' | 'fail' | `slow ${number}` | 'readonly') => void
   /** The syncs of the WAL so far: when each began and ended, and whether it succeeded. */
   syncs: () => Sync[]
 }
@@ -35,14 +36,14 @@ interface Sync { began: number, ended: number, ok: boolean }
 
 function faultyDisk (t: TestContext): FaultyDisk {
   const folder = temporaryFolder(t)
-  const library = join(folder, 'sync-fault.so')
-  execFileSync('cc', ['-shared', '-fPIC', '-O2', '-o', library, fileURLToPath(new URL('fixtures/sync-fault.c', import.meta.url)), '-ldl'])
+  const library = join(folder, 'disk-faults.so')
+  execFileSync('cc', ['-shared', '-fPIC', '-O2', '-o', library, fileURLToPath(new URL('fixtures/disk-faults.c', import.meta.url)), '-ldl'])
   const control = join(folder, 'control')
   const log = join(folder, 'syncs')
   writeFileSync(control, 'ok')
   writeFileSync(log, '')
   return {
-    env: { LD_PRELOAD: library, SYNC_FAULT_CONTROL: control, SYNC_FAULT_LOG: log },
+    env: { LD_PRELOAD: library, DISK_FAULT_CONTROL: control, DISK_FAULT_LOG: log },
     set: (mode) => writeFileSync(control, mode),
     syncs: () => readFileSync(log, 'utf8').split('\n').filter(Boolean).map((line) => {
       const [began, ended, outcome] = line.split(' ')
@@ -59,7 +60,7 @@ async function names (service: RunningService): Promise<string[]> {
   return JSON.parse(response.body).map((row: { name: string }) => row.name)
 }
 
-describe('SQLite on a disk whose sync fails or stalls', { skip: needsCompiler }, () => {
+describe('SQLite on a disk whose sync fails or stalls, or that turns read-only', { skip: needsCompiler }, () => {
   test('a failed sync: every write it covered answers 503, none of them is ever seen, not even after a crash, and writes work again', async (t) => {
     const disk = faultyDisk(t)
     const filename = join(temporaryFolder(t), 'app.db')
@@ -83,6 +84,21 @@ describe('SQLite on a disk whose sync fails or stalls', { skip: needsCompiler },
     await service.exited
     const restarted = await startService(t, { DATABASE_URL: `sqlite:${filename}` })
     assert.deepEqual(await names(restarted), ['Ada', 'Grace'], 'recovery after a crash brings back none of the refused rows')
+  })
+
+  test('a filesystem gone read-only under the running service: writes answer 503, reads go on, and writes work again once it is writable', async (t) => {
+    const disk = faultyDisk(t)
+    const service = await startService(t, { DATABASE_URL: `sqlite:${join(temporaryFolder(t), 'app.db')}`, ...disk.env })
+    assert.equal((await postJsonOver(service.port, '/users', user('Ada'))).statusCode, 201)
+
+    disk.set('readonly')
+    const refused = await Promise.all(Array.from({ length: 5 }, (_, i) => postJsonOver(service.port, '/users', user(`Lost${i}`))))
+    assert.deepEqual(refused.map((response) => response.statusCode), Array(5).fill(503))
+    assert.deepEqual(await names(service), ['Ada'], 'a failed write never breaks later reads')
+
+    disk.set('ok')
+    assert.equal((await postJsonOver(service.port, '/users', user('Grace'))).statusCode, 201)
+    assert.deepEqual(await names(service), ['Ada', 'Grace'])
   })
 
   test('a slow sync: concurrent writes share syncs, and each 201 comes after a sync that began after its request', async (t) => {
