@@ -40,7 +40,7 @@ export function temporaryFolder (t: TestContext): string {
 const postgresUrl = process.env.TEST_DATABASE_URL
 
 export interface TestDatabase {
-  name: 'SQLite' | 'PostgreSQL'
+  name: 'SQLite' | 'PostgreSQL' | 'PostgreSQL behind PgBouncer'
   /** Why this backend's tests are skipped, or false when they run. */
   skip: string | false
   /** A fresh, empty database for one test, usable by several processes at once. */
@@ -61,8 +61,8 @@ export const testDatabases: TestDatabase[] = [
 ]
 
 /** Runs an admin statement (create or drop a schema, read pg_stat_activity) on the test server. */
-export async function postgresQuery<Row extends pg.QueryResultRow = pg.QueryResultRow> (text: string, values: unknown[] = []): Promise<Row[]> {
-  const client = new pg.Client({ connectionString: postgresUrl })
+export async function postgresQuery<Row extends pg.QueryResultRow = pg.QueryResultRow> (text: string, values: unknown[] = [], url = postgresUrl): Promise<Row[]> {
+  const client = new pg.Client({ connectionString: url })
   await client.connect()
   try {
     return (await client.query<Row>(text, values)).rows

@@ -5,6 +5,7 @@ import { join } from 'node:path'
 import { after, describe, test } from 'node:test'
 import { bundle } from '../scripts/build.js'
 import { postgresQuery, postJsonOver, rawRequest, temporaryFolder, testDatabases } from './helpers.js'
+import { behindPgBouncer } from './pgbouncer.js'
 import { repositoryRoot, runNode, runScript, signalGroup, startService } from './process.js'
 
 /**
@@ -60,7 +61,7 @@ test('settings are read from .env in the working directory; the environment wins
   assert.equal(response.statusCode, 201, 'BODY_LIMIT from the environment (1000), not from .env (64)')
 })
 
-for (const database of testDatabases) {
+for (const database of [...testDatabases, behindPgBouncer]) {
   describe(`on ${database.name}`, { skip: database.skip }, () => {
     test('SIGTERM lets a request in flight finish, closes the database and exits 0', async (t) => {
       const url = await database.url(t)

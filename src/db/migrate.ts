@@ -1,8 +1,8 @@
 /**
- * Brings the schema to the latest version. Kysely's migrator records what ran. On PostgreSQL
- * it takes a transaction-scoped advisory lock (which holds behind a pooler in transaction
- * mode), so instances starting together migrate once. On SQLite it takes no lock, for it
- * expects one process; see `underSqliteWriteLock`.
+ * Brings the schema to the latest version. Kysely's migrator records what ran. Instances
+ * starting together, and `npm run migrate` beside them, migrate once: each runs the whole
+ * migrator, from creating its tables to recording what it ran, in one transaction that first
+ * takes a lock every other must wait for (`underPostgresLock`, `underSqliteWriteLock`).
  */
 import { sql, type Kysely } from 'kysely'
 import { Migrator, type Migration, type MigrationProvider } from 'kysely/migration'
@@ -23,7 +23,25 @@ export async function migrateToLatest (db: Kysely<any>, dialect: Dialect): Promi
     if (error !== undefined) throw error
     return (results ?? []).filter((result) => result.status === 'Success').map((result) => result.migrationName)
   }
-  return dialect === 'sqlite' ? await underSqliteWriteLock(db, migrate) : await migrate(db)
+  return dialect === 'sqlite' ? await underSqliteWriteLock(db, migrate) : await underPostgresLock(db, migrate)
+}
+
+/** Any fixed number, the same in every instance: the key of the advisory lock below. */
+const MIGRATION_LOCK_KEY = 7_431_998_216_553_012n
+
+/**
+ * Runs the whole migration in one PostgreSQL transaction that first takes a transaction-scoped
+ * advisory lock. Kysely's migrator locks on its own with a session-scoped one, taken on one
+ * statement and released on another: behind a pooler in transaction mode (PgBouncer) those
+ * two may run on different server connections, so the lock would neither exclude nor be
+ * released. Inside one transaction, every statement runs on the same connection, and the
+ * lock ends with the transaction whatever happens.
+ */
+async function underPostgresLock<T> (db: Kysely<any>, work: (db: Kysely<any>) => Promise<T>): Promise<T> {
+  return await db.transaction().execute(async (transaction) => {
+    await sql`select pg_advisory_xact_lock(${sql.lit(MIGRATION_LOCK_KEY)})`.execute(transaction)
+    return await work(transaction)
+  })
 }
 
 /**

@@ -1,0 +1,101 @@
+/**
+ * PgBouncer (Debian's package) in transaction pooling mode in front of the test server, for
+ * tests that must hold behind a connection pooler: one per test file, started on first use.
+ * Each test gets a database of its own, which PgBouncer maps by name to the server's (PgBouncer
+ * 1.18, Debian 12's, does not pass on the `options` parameter that the direct tests use to
+ * give each test a schema).
+ */
+import { execFileSync, spawn } from 'node:child_process'
+import { randomBytes } from 'node:crypto'
+import { once } from 'node:events'
+import { chmodSync, mkdtempSync, openSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
+import { createServer } from 'node:net'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import type { TestContext } from 'node:test'
+import { setTimeout as sleep } from 'node:timers/promises'
+import { postgresQuery, type TestDatabase } from './helpers.js'
+
+function installed (program: string): boolean {
+  try {
+    execFileSync(program, ['--version'], { stdio: 'ignore' })
+    return true
+  } catch {
+    return false
+  }
+}
+
+const skip = process.env.TEST_DATABASE_URL === undefined
+  ? 'TEST_DATABASE_URL is not set'
+  : installed('pgbouncer') ? false : 'pgbouncer is not installed (CI installs Debian\'s package)'
+
+async function freePort (): Promise<number> {
+  const server = createServer().listen(0, '127.0.0.1')
+  await once(server, 'listening')
+  const { port } = server.address() as { port: number }
+  server.close()
+  return port
+}
+
+async function accepting (port: number): Promise<boolean> {
+  try {
+    await postgresQuery('select 1', [], `postgres://postgres@127.0.0.1:${port}/postgres`)
+    return true
+  } catch {
+    return false
+  }
+}
+
+/** Starts PgBouncer and resolves with its port once it accepts connections. */
+async function startPgBouncer (): Promise<number> {
+  const server = new URL(process.env.TEST_DATABASE_URL as string)
+  const folder = mkdtempSync(join(tmpdir(), 'service-pgbouncer-'))
+  // PgBouncer will not run as root: as root it is started as the postgres user, which must
+  // be able to read its configuration.
+  chmodSync(folder, 0o755)
+  const port = await freePort()
+  writeFileSync(join(folder, 'users.txt'), `"${server.username || 'postgres'}" ""\n`)
+  writeFileSync(join(folder, 'pgbouncer.ini'), [
+    '[databases]',
+    `* = host=${server.hostname} port=${server.port || 5432}`,
+    '[pgbouncer]',
+    'listen_addr = 127.0.0.1',
+    `listen_port = ${port}`,
+    'unix_socket_dir =',
+    'auth_type = trust',
+    `auth_file = ${join(folder, 'users.txt')}`,
+    'pool_mode = transaction',
+    'max_client_conn = 1000',
+    'default_pool_size = 20'
+  ].join('\n') + '\n')
+  const asRoot = process.getuid?.() === 0
+  const log = join(folder, 'pgbouncer.log')
+  const bouncer = spawn('pgbouncer', [...(asRoot ? ['-u', 'postgres'] : []), join(folder, 'pgbouncer.ini')], { stdio: ['ignore', 'ignore', openSync(log, 'w')] })
+  bouncer.unref()
+  // Stopped when the test file's process ends: the tests of the file share it.
+  process.on('exit', () => {
+    bouncer.kill('SIGKILL')
+    rmSync(folder, { recursive: true, force: true })
+  })
+  for (let attempt = 0; attempt < 100; attempt++) {
+    if (bouncer.exitCode !== null) break
+    if (await accepting(port)) return port
+    await sleep(50)
+  }
+  throw new Error(`PgBouncer did not start: ${readFileSync(log, 'utf8')}`)
+}
+
+let started: Promise<number> | undefined
+
+/** PostgreSQL behind PgBouncer in transaction pooling mode: a fresh database for each test. */
+export const behindPgBouncer: TestDatabase = {
+  name: 'PostgreSQL behind PgBouncer',
+  skip,
+  url: async (t: TestContext) => {
+    const port = await (started ??= startPgBouncer())
+    const name = `bouncer_${randomBytes(6).toString('hex')}`
+    await postgresQuery(`create database ${name}`)
+    t.after(() => postgresQuery(`drop database ${name} with (force)`))
+    return `postgres://postgres@127.0.0.1:${port}/${name}`
+  }
+}
