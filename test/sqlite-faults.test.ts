@@ -85,8 +85,8 @@ describe('SQLite under faults of the machine', { skip: needsRoot }, () => {
       (error: Error) => /before listening: Start-up failed: cannot use DATABASE_URL sqlite:\S+app\.db: [^\n]+\n$/.test(error.message))
   })
 
-  test('the database file deleted or replaced under the running service: writes and /ready answer 503, and the log names the file', async (t) => {
-    for (const fault of ['deleted', 'replaced'] as const) {
+  test('the database file deleted or replaced, or its WAL removed, under the running service: writes and /ready answer 503, and the log names the file', async (t) => {
+    for (const fault of ['deleted', 'replaced', 'WAL removed'] as const) {
       const folder = temporaryFolder(t)
       const filename = join(folder, 'app.db')
       const logs = captureLogs()
@@ -95,6 +95,8 @@ describe('SQLite under faults of the machine', { skip: needsRoot }, () => {
 
       if (fault === 'deleted') {
         for (const file of [filename, `${filename}-wal`, `${filename}-shm`]) rmSync(file, { force: true })
+      } else if (fault === 'WAL removed') {
+        rmSync(`${filename}-wal`)
       } else {
         writeFileSync(join(folder, 'other.db'), '')
         renameSync(join(folder, 'other.db'), filename)
@@ -104,7 +106,7 @@ describe('SQLite under faults of the machine', { skip: needsRoot }, () => {
       const outage = logs.lines.filter((line) => /^database unavailable/.test(line.msg))
       assert.equal(outage.length, 1, fault)
       assert.ok(outage[0]!.msg.includes(filename), `${fault}: ${outage[0]!.msg}`)
-      assert.equal(existsSync(filename), fault === 'replaced', 'the service never creates a file of its own there')
+      assert.equal(existsSync(filename), fault !== 'deleted', 'the service never creates a file of its own there')
     }
   })
 
