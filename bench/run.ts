@@ -11,6 +11,10 @@
  * the server, was the limit. Also reports the time from process start to the first 200 on
  * /health and RSS idle and after the load; start-up over five starts. Writes
  * docs/benchmark-run.md and docs/benchmark-run.svg.
+ *
+ * `--against <git ref>` also builds the service as it was at that commit (in a git worktree,
+ * installed with `npm ci`) and measures it in the same rounds at LOG_LEVEL=warn, so that a
+ * change is judged by figures taken side by side: before and after, from one run.
  */
 import { execFileSync, spawn, spawnSync, type ChildProcess } from 'node:child_process'
 import { once } from 'node:events'
@@ -28,7 +32,8 @@ const { values } = parseArgs({
     duration: { type: 'string', default: '5' },
     rounds: { type: 'string', default: '3' },
     warmup: { type: 'string', default: '2' },
-    connections: { type: 'string', default: '50' }
+    connections: { type: 'string', default: '50' },
+    against: { type: 'string' }
   }
 })
 const duration = Number(values.duration)
@@ -165,17 +170,17 @@ async function startYardstick (script: string, port: number): Promise<Server> {
 const baseline = await startYardstick('bench/baseline.ts', 3301)
 const plainFastify = await startYardstick('bench/fastify.ts', 3304)
 
-interface Row { workload: Workload, service: Sample, baseline: Sample, fastify: Sample }
+interface Row { workload: Workload, service: Sample, baseline: Sample, fastify: Sample, against?: Sample }
 interface LevelResult { level: string, startupMs: number, idleRss: number, loadedRss: number, rows: Row[] }
 
 interface Running extends Server { level: string, startupMs: number, idleRss: number }
 
 /** Starts the service at a log level on its own copy of the seeded database. */
-async function startService (level: string, port: number): Promise<Running> {
-  const databaseFile = join(folder, `${level}.db`)
+async function startService (level: string, port: number, bundle = join(root, SERVER_BUNDLE), label = level): Promise<Running> {
+  const databaseFile = join(folder, `${label}.db`)
   copyFileSync(seedFile, databaseFile)
   const launched = performance.now()
-  const service = start(pin(0, [process.execPath, SERVER_BUNDLE]), {
+  const service = start(pin(0, [process.execPath, bundle]), {
     NODE_ENV: 'production',
     JWT_SECRET: 'bench-secret-of-thirty-two-bytes-or-more',
     LOG_LEVEL: level,
@@ -187,9 +192,22 @@ async function startService (level: string, port: number): Promise<Running> {
   const startupMs = performance.now() - launched
   await sleep(1000)
   const idleRss = rssMegabytes(service.pid!)
-  process.stderr.write(`LOG_LEVEL=${level}: first 200 after ${startupMs.toFixed(0)} ms, idle RSS ${idleRss.toFixed(1)} MB\n`)
+  process.stderr.write(`${label}: first 200 after ${startupMs.toFixed(0)} ms, idle RSS ${idleRss.toFixed(1)} MB\n`)
   return { level, process: service, port, startupMs, idleRss }
 }
+
+/** The service's bundle as built at another commit, for `--against`. */
+function buildAt (ref: string): string {
+  const worktree = join(folder, 'against')
+  const run = (command: string, args: string[], cwd: string) => execFileSync(command, args, { cwd, stdio: ['ignore', 'ignore', 'inherit'] })
+  run('git', ['worktree', 'add', '--detach', worktree, ref], root)
+  // The folder goes with the run's other files; git forgets the worktree once it is gone.
+  process.on('exit', () => { spawnSync('git', ['worktree', 'prune'], { cwd: root }) })
+  run('npm', ['ci', '--no-audit', '--no-fund'], worktree)
+  run('npm', ['run', 'build'], worktree)
+  return join(worktree, SERVER_BUNDLE)
+}
+const againstBundle = values.against === undefined ? undefined : buildAt(values.against)
 
 const summarise = (list: Sample[]): Sample => ({
   rps: median(list.map((sample) => sample.rps)),
@@ -216,7 +234,8 @@ const results: LevelResult[] = []
 // even when the machine's speed drifts. Idle servers on the shared core use no CPU.
 const services = [await startService('warn', 3302), await startService('info', 3303)]
 const rows = services.map((): Row[] => [])
-const servers = [...services, baseline, plainFastify]
+const againstServers = againstBundle === undefined ? [] : [await startService('warn', 3305, againstBundle, values.against)]
+const servers = [...services, baseline, plainFastify, ...againstServers]
 try {
   for (const workload of workloads) {
     for (const server of servers) await measure(server, workload, warmup)
@@ -224,9 +243,9 @@ try {
     for (let round = 0; round < rounds; round++) {
       for (const [index, server] of servers.entries()) samples[index]!.push(await measure(server, workload, duration))
     }
-    const [baselineSummary, fastifySummary] = samples.slice(services.length).map(summarise)
+    const [baselineSummary, fastifySummary, againstSummary] = samples.slice(services.length).map(summarise)
     for (const [index, service] of services.entries()) {
-      const row = { workload, service: summarise(samples[index]!), baseline: baselineSummary!, fastify: fastifySummary! }
+      const row = { workload, service: summarise(samples[index]!), baseline: baselineSummary!, fastify: fastifySummary!, against: againstSummary }
       rows[index]!.push(row)
       process.stderr.write(`  ${workload.name} at ${service.level}: ${row.service.rps.toFixed(0)} vs ${row.baseline.rps.toFixed(0)} req/s (${(row.service.rps / row.baseline.rps).toFixed(2)}x), ` +
         `plain Fastify ${row.fastify.rps.toFixed(0)} (${(row.service.rps / row.fastify.rps).toFixed(2)}x), p99 ${row.service.p99.toFixed(2)} ms\n`)
@@ -239,8 +258,7 @@ try {
     await once(service.process, 'exit')
   }
 } finally {
-  baseline.process.kill('SIGTERM')
-  plainFastify.process.kill('SIGTERM')
+  for (const yardstick of [baseline, plainFastify, ...againstServers]) yardstick.process.kill('SIGTERM')
   rmSync(folder, { recursive: true, force: true })
 }
 
@@ -250,7 +268,7 @@ const flag = (sample: Sample) => sample.cpu < FULL_CORE ? ` ⚠ ${sample.cpu.toF
 const lines: string[] = [
   `Machine: ${cpus().length} × ${cpus()[0]?.model.trim()}, Node ${process.version}, load generator ${generator}` +
     `${pinning ? ', server on core 0 and generator on core 1 (taskset)' : ', not pinned (no taskset)'}.`,
-  `Command: \`npm run bench -- --duration ${duration} --rounds ${rounds} --warmup ${warmup}\`; ${connections} connections; medians of ${rounds} rounds.`,
+  `Command: \`npm run bench -- --duration ${duration} --rounds ${rounds} --warmup ${warmup}${values.against === undefined ? '' : ` --against ${values.against}`}\`; ${connections} connections; medians of ${rounds} rounds.`,
   'Plain Fastify is bench/fastify.ts: Fastify 5 with the same routes and schemas, @fastify/cors and @fastify/static, logging off, fixed users and no storage.',
   '',
   `Start-up, over ${STARTS} starts at LOG_LEVEL=warn: first 200 on /health after ${spread(startups.map((start) => start.startupMs), 0)} ms ` +
@@ -260,16 +278,18 @@ const lines: string[] = [
 for (const result of results) {
   lines.push(`### LOG_LEVEL=${result.level}${result.level === 'info' ? ' (access log on, stdout to /dev/null)' : ' (access log off)'}`, '')
   lines.push(`First 200 on /health ${result.startupMs.toFixed(0)} ms after process start; RSS ${result.idleRss.toFixed(1)} MB idle, ${result.loadedRss.toFixed(1)} MB after the load.`, '')
+  const againstColumns = values.against === undefined ? '' : ` ${values.against} req/s | ${values.against} p50 / p99 ms | service ÷ ${values.against} |`
   lines.push(result.level === 'warn'
-    ? '| workload | service req/s | baseline req/s | ratio | target | service p50 / p99 ms | baseline p50 / p99 ms | service CPU | plain Fastify req/s | service ÷ Fastify |'
+    ? `| workload | service req/s | baseline req/s | ratio | target | service p50 / p99 ms | baseline p50 / p99 ms | service CPU | plain Fastify req/s | service ÷ Fastify |${againstColumns}`
     : '| workload | service req/s | ratio to warn | target | ratio to baseline | service p50 / p99 ms | service CPU |')
-  lines.push(result.level === 'warn' ? '|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|' : '|---|---:|---:|---:|---:|---:|---:|')
-  for (const { workload, service, baseline, fastify } of result.rows) {
+  lines.push(result.level === 'warn' ? `|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|${values.against === undefined ? '' : '---:|---:|---:|'}` : '|---|---:|---:|---:|---:|---:|---:|')
+  for (const { workload, service, baseline, fastify, against } of result.rows) {
     const unexpected = service.unexpected > 0 ? ` (${service.unexpected} unexpected answers)` : ''
     if (result.level === 'warn') {
       const ratio = service.rps / baseline.rps
       const mark = workload.target === undefined ? '' : ratio >= workload.target ? ' ✓' : ' ✗'
-      lines.push(`| ${workload.name}${unexpected} | ${service.rps.toFixed(0)} | ${baseline.rps.toFixed(0)} | ${ratio.toFixed(2)}×${mark} | ${workload.target === undefined ? '' : `≥ ${workload.target}×`} | ${service.p50.toFixed(2)} / ${service.p99.toFixed(2)} | ${baseline.p50.toFixed(2)} / ${baseline.p99.toFixed(2)} | ${service.cpu.toFixed(2)}${flag(service)} | ${fastify.rps.toFixed(0)}${flag(fastify)} | ${(service.rps / fastify.rps).toFixed(2)}× |`)
+      lines.push(`| ${workload.name}${unexpected} | ${service.rps.toFixed(0)} | ${baseline.rps.toFixed(0)} | ${ratio.toFixed(2)}×${mark} | ${workload.target === undefined ? '' : `≥ ${workload.target}×`} | ${service.p50.toFixed(2)} / ${service.p99.toFixed(2)} | ${baseline.p50.toFixed(2)} / ${baseline.p99.toFixed(2)} | ${service.cpu.toFixed(2)}${flag(service)} | ${fastify.rps.toFixed(0)}${flag(fastify)} | ${(service.rps / fastify.rps).toFixed(2)}× |` +
+        (against === undefined ? '' : ` ${against.rps.toFixed(0)}${flag(against)} | ${against.p50.toFixed(2)} / ${against.p99.toFixed(2)} | ${(service.rps / against.rps).toFixed(2)}× |`))
     } else {
       const atWarn = warn.rows.find((row) => row.workload === workload)!.service.rps
       const ratio = service.rps / atWarn
