@@ -3,8 +3,35 @@
  * removes additional properties: a schema that forbids them rejects the data. No HTTP here:
  * config.ts, below the HTTP layer, uses it too.
  */
+import { isIPv4, isIPv6 } from 'node:net'
 import { Ajv, type Options } from 'ajv'
 import addFormats from 'ajv-formats'
+
+// RFC 5321, section 4.1.2: a Mailbox is a Local-part, "@", and a Domain or an address literal.
+const DOT_STRING = /^[A-Za-z0-9!#$%&'*+\-/=?^_`{|}~]+(?:\.[A-Za-z0-9!#$%&'*+\-/=?^_`{|}~]+)*$/
+const QUOTED_STRING = /^"(?:[\x20\x21\x23-\x5B\x5D-\x7E]|\\[\x20-\x7E])*"$/
+const DOMAIN = /^[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?)*$/
+const GENERAL_LITERAL = /^[A-Za-z0-9-]*[A-Za-z0-9]:[\x21-\x5A\x5E-\x7E]+$/
+
+function isAddressLiteral (literal: string): boolean {
+  if (literal.startsWith('IPv6:')) return isIPv6(literal.slice(5))
+  return isIPv4(literal) || GENERAL_LITERAL.test(literal)
+}
+
+/**
+ * JSON Schema's `format: "email"`: an RFC 5321 Mailbox, so `q@test`, `a@localhost`,
+ * `"q"@example.com` and `a@[127.0.0.1]` are addresses. ajv-formats checks a narrower,
+ * commoner pattern, which would refuse addresses the document says are valid. Non-ASCII
+ * addresses (RFC 6531) are `idn-email`, not `email`.
+ */
+export function isMailbox (text: string): boolean {
+  const at = text.lastIndexOf('@')
+  if (at < 1) return false
+  const [local, domain] = [text.slice(0, at), text.slice(at + 1)]
+  const localOk = local.startsWith('"') ? QUOTED_STRING.test(local) : DOT_STRING.test(local)
+  const domainOk = domain.startsWith('[') && domain.endsWith(']') ? isAddressLiteral(domain.slice(1, -1)) : DOMAIN.test(domain)
+  return localOk && domainOk
+}
 
 const sharedOptions: Options = {
   removeAdditional: false,
@@ -20,6 +47,7 @@ const sharedOptions: Options = {
 export function createAjv (options: Options): Ajv {
   const ajv = new Ajv({ ...sharedOptions, ...options })
   addFormats.default(ajv)
+  ajv.addFormat('email', isMailbox)
   return ajv
 }
 

@@ -7,7 +7,7 @@ import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox'
 import Fastify, { LogController, type FastifyInstance } from 'fastify'
 import type { DestinationStream } from 'pino'
 import type { Config } from './config.js'
-import { answerClientError, registerErrorHandlers, replyWithFrameworkError } from './errors.js'
+import { answerClientError, ErrorSchema, registerErrorHandlers, replyWithFrameworkError } from './errors.js'
 import auth, { requireTokensPlugin } from './plugins/auth.js'
 import cors from './plugins/cors.js'
 import docs from './plugins/docs.js'
@@ -19,9 +19,12 @@ import securityHeaders from './plugins/security-headers.js'
 import staticFiles from './plugins/static-files.js'
 import storage from './plugins/storage.js'
 import health from './routes/health.js'
+import { statusSchemas } from './routes/health.schemas.js'
 import metrics from './routes/metrics.js'
 import root from './routes/root.js'
+import { greetingSchemas } from './routes/root.schemas.js'
 import users from './routes/users.js'
+import { userSchemas } from './routes/users.schemas.js'
 import { createValidatorCompiler, formatSchemaError } from './validation.js'
 
 export interface BuildOptions {
@@ -68,7 +71,10 @@ export async function buildApp (config: Config, options: BuildOptions = {}): Pro
   }).withTypeProvider<TypeBoxTypeProvider>()
   app.server.maxConnections = config.maxConnections
 
-  app.setValidatorCompiler(createValidatorCompiler())
+  // Named schemas, referred to by `$id` from the routes' schemas (route-schemas.ts).
+  const namedSchemas = [ErrorSchema, ...statusSchemas, ...greetingSchemas, ...userSchemas]
+  for (const schema of namedSchemas) app.addSchema(schema)
+  app.setValidatorCompiler(createValidatorCompiler(namedSchemas))
   // Bodies are JSON or nothing: without this, text/plain would be parsed as a string.
   app.removeContentTypeParser('text/plain')
   registerErrorHandlers(app)
@@ -82,12 +88,14 @@ export async function buildApp (config: Config, options: BuildOptions = {}): Pro
   await app.register(auth, { jwt: config.jwt })
   await app.register(staticFiles, { root: config.staticDir })
 
-  // The API: shed under overload, rate-limited and token-protected as configured. Health,
-  // docs and static files stay outside, always answerable.
+  // The API: shed under overload, rate-limited and token-protected as configured, in that
+  // order for each request. Health, docs and static files stay outside, always answerable.
+  // Tokens are registered before the limiter so that the 401 they add to each route is
+  // declared with the limiter's headers too; the limiter's hook still runs first.
   await app.register(async (api) => {
     await api.register(overload, config.overload)
-    if (config.rateLimit !== undefined) await api.register(rateLimit, config.rateLimit)
     await api.register(requireTokensPlugin, { mode: config.auth })
+    if (config.rateLimit !== undefined) await api.register(rateLimit, config.rateLimit)
     await api.register(root)
     await api.register(users)
   })

@@ -9,12 +9,20 @@ import type { Socket } from 'node:net'
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
 import { Type } from 'typebox'
 import { DatabaseUnavailableError } from './db/errors.js'
+import { refTo, type HeaderSchema } from './route-schemas.js'
 
 const JSON_TYPE = 'application/json; charset=utf-8'
 
-/** The schema of an error answer, described for one route and status. */
-export function errorResponse (description: string) {
-  return Type.Object({ error: Type.String({ description: 'What went wrong, in one sentence.' }) }, { description })
+/** Every error answer: `{"error": "<message>"}`, and nothing else. */
+export const ErrorSchema = Type.Object({
+  error: Type.String({ description: 'What went wrong, in one sentence.' })
+}, { $id: 'Error', additionalProperties: false, description: 'Every failure answers this shape.', examples: [{ error: 'User not found' }] })
+
+export const RETRY_AFTER: HeaderSchema = { type: 'integer', description: 'Seconds to wait before trying again.' }
+
+/** An error answer as one route and status declare it. */
+export function errorResponse (description: string, headers: Record<string, HeaderSchema> = {}) {
+  return refTo(ErrorSchema, { description, ...(Object.keys(headers).length > 0 && { headers }) })
 }
 
 /** An error a handler raises on purpose; its message is sent to the client (seed §7). */
@@ -78,19 +86,32 @@ export function replyWithFrameworkError (error: FastifyError, request: FastifyRe
   replyWithError(error, request, reply)
 }
 
+/** What Node's HTTP parser refused, as the status and message answered for it. */
+const CLIENT_ERRORS: Record<string, [number, string]> = {
+  ERR_HTTP_REQUEST_TIMEOUT: [408, 'Request timed out: headers and body must arrive in time'],
+  HPE_HEADER_OVERFLOW: [431, 'Request header fields are too large']
+}
+
+/** A request line whose method is a token Node does not know (`FOO /users HTTP/1.1`). */
+const UNKNOWN_METHOD = /^[!#$%&'*+\-.^_`|~0-9A-Za-z]+ \S+ HTTP\/1\.[01]\r?\n/
+
+function clientErrorAnswer (error: NodeJS.ErrnoException & { rawPacket?: Buffer }): [number, string] {
+  // No route answers a method Node does not know, as none answers any other method it has
+  // no route for; bytes that are not a request line at all are malformed.
+  if (error.code === 'HPE_INVALID_METHOD' && UNKNOWN_METHOD.test(error.rawPacket?.toString('latin1') ?? '')) {
+    return [404, 'Route not found']
+  }
+  return CLIENT_ERRORS[error.code ?? ''] ?? [400, 'Malformed HTTP request']
+}
+
 /**
  * For Fastify's `clientErrorHandler`: requests Node refuses before Fastify sees them (headers
- * too large, too slow to arrive, not HTTP at all) get the same JSON shape, then the
- * connection is closed.
+ * too large, too slow to arrive, an unknown method, not HTTP at all) get the same JSON shape,
+ * then the connection is closed.
  */
 export function answerClientError (error: NodeJS.ErrnoException, socket: Socket): void {
   if (error.code === 'ECONNRESET' || socket.destroyed) return
-  const [statusCode, message] =
-    error.code === 'ERR_HTTP_REQUEST_TIMEOUT'
-      ? [408, 'Request timed out: headers and body must arrive in time']
-      : error.code === 'HPE_HEADER_OVERFLOW'
-        ? [431, 'Request header fields are too large']
-        : [400, 'Malformed HTTP request']
+  const [statusCode, message] = clientErrorAnswer(error)
   const body = JSON.stringify({ error: message })
   socket.end(`HTTP/1.1 ${statusCode} ${STATUS_CODES[statusCode]}\r\nContent-Type: ${JSON_TYPE}\r\n` +
     `Content-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`)

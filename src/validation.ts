@@ -10,9 +10,11 @@ import type { FastifySchemaCompiler, FastifyServerOptions } from 'fastify'
 import { createAjv, createCoercingAjv } from './ajv.js'
 import { AppError } from './errors.js'
 
-export function createValidatorCompiler (): FastifySchemaCompiler<unknown> {
+/** `namedSchemas` are those the routes refer to by `$id`. */
+export function createValidatorCompiler (namedSchemas: object[]): FastifySchemaCompiler<unknown> {
   const coercing = createCoercingAjv()
   const strict = createAjv({ coerceTypes: false })
+  for (const ajv of [coercing, strict]) ajv.addSchema(namedSchemas)
   return ({ schema, httpPart }) => (httpPart === 'body' ? strict : coercing).compile(schema as object)
 }
 

@@ -59,12 +59,16 @@ test('a POST without a body is 400: the body must be an object', async (t) => {
   assertJsonError(await app.inject({ method: 'POST', url: '/users' }), 400, 'body must be object')
 })
 
-test('a JSON body with a __proto__ key is refused and pollutes nothing', async (t) => {
+test('a JSON body with a __proto__ key, or constructor.prototype, is refused as not allowed and pollutes nothing', async (t) => {
   const app = await testApp(t)
-  const payload = '{"name":"Ada","email":"ada@example.com","__proto__":{"polluted":true}}'
-  const response = await app.inject({ method: 'POST', url: '/users', payload, headers: { 'content-type': 'application/json' } })
-  assertJsonError(response, 400)
+  const forbidden = 'Body has a "__proto__" key, or a "constructor" key holding "prototype", which is not allowed'
+  for (const [url, extra] of [['/users', '"__proto__":{"polluted":true}'], ['/users/507f1f77bcf86cd799439011', '"constructor":{"prototype":{"polluted":true}}']]) {
+    const payload = `{"name":"Ada","email":"ada@example.com",${extra}}`
+    const response = await app.inject({ method: 'POST', url, payload, headers: { 'content-type': 'application/json' } })
+    assertJsonError(response, 400, forbidden)
+  }
   assert.equal(({} as Record<string, unknown>).polluted, undefined)
+  assert.equal((await app.inject('/users')).json().length, 0, 'nothing was stored')
 })
 
 test('an application error answers its own status and message, 400 by default', async (t) => {

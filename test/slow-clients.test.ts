@@ -69,6 +69,16 @@ test('garbage that is not HTTP gets a JSON 400 and the service carries on', asyn
   assert.equal((await rawRequest(service.port, { path: '/health' })).statusCode, 200)
 })
 
+test('a method Node does not know is the JSON 404 of any unknown route, not a malformed request', async (t) => {
+  const service = await startService(t, timeouts)
+  for (const path of ['/health', '/users', '/no/such/route']) {
+    const { socket, closed } = await rawConnection(service.port)
+    socket.write(`FOO ${path} HTTP/1.1\r\nHost: localhost\r\n\r\n`)
+    assert.match(await closed, /^HTTP\/1\.1 404 [\s\S]*\{"error":"Route not found"\}$/, path)
+  }
+  assert.equal((await rawRequest(service.port, { path: '/health' })).statusCode, 200)
+})
+
 test('two thousand idle connections do not stop a new client from being served', async (t) => {
   const service = await startService(t, timeouts)
   const idle: net.Socket[] = []

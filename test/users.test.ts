@@ -89,6 +89,23 @@ for (const database of testDatabases) {
       assert.equal((await app.inject('/users')).headers['x-total-count'], '0', 'nothing was stored')
     })
 
+    test('email is an RFC 5321 mailbox, as format "email" defines it: quoted local parts, any domain, address literals; non-ASCII is refused', async (t) => {
+      const app = await testAppOn(t, database)
+      const mailboxes = ['q@test', 'a@localhost', '"q"@example.com', '"john doe"@example.com', '"a@b"@example.com', 'a@[127.0.0.1]',
+        'a@[IPv6:2001:db8::1]', 'user+tag@sub.example.com', "o'hara@example.com", 'a@xn--bcher-kva.example']
+      for (const email of mailboxes) {
+        assert.equal((await postJson(app, '/users', { name: 'Ada', email })).statusCode, 201, email)
+        assert.equal((await postJson(app, '/users/507f1f77bcf86cd799439011', { name: 'Ada', email })).statusCode, 200, email)
+      }
+      const notMailboxes = ['plain', 'a@', '@example.com', 'a..b@example.com', '.a@example.com', 'a@-example.com', 'a@example..com',
+        'a b@example.com', '"unterminated@example.com', 'a@[300.1.1.1]', 'a@[IPv6:zz]', 'jörg@example.com', 'jorg@exämple.com', '用户@例子.广告']
+      for (const email of notMailboxes) {
+        const response = await postJson(app, '/users', { name: 'Ada', email })
+        assert.deepEqual([response.statusCode, response.json()], [400, { error: 'body/email must match format "email"' }], email)
+      }
+      assert.equal((await app.inject('/users')).headers['x-total-count'], String(mailboxes.length))
+    })
+
     test('GET /users lists stored users by ascending id, a page at a time, with X-Total-Count', async (t) => {
       const app = await testAppOn(t, database)
       assert.deepEqual((await app.inject('/users')).json(), [])

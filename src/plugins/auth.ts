@@ -13,6 +13,7 @@ import type { FastifyInstance, FastifyRequest, RouteOptions } from 'fastify'
 import fp from 'fastify-plugin'
 import type { AuthMode, Config } from '../config.js'
 import { AppError, errorResponse } from '../errors.js'
+import { addResponses, type HeaderSchema } from '../route-schemas.js'
 
 declare module '@fastify/jwt' {
   interface FastifyJWT {
@@ -41,6 +42,8 @@ function needsToken (mode: AuthMode, method: RouteOptions['method']): boolean {
   if (mode === 'writes') return [method].flat().includes('POST')
   return false
 }
+
+const WWW_AUTHENTICATE: HeaderSchema = { type: 'string', description: 'The bearer challenge: `Bearer realm="api"`, with `error="invalid_token"` for a token that was refused.' }
 
 function unauthorized (message: string, withoutCredentials = false): AppError {
   const challenge = withoutCredentials ? 'Bearer realm="api"' : 'Bearer realm="api", error="invalid_token"'
@@ -72,14 +75,10 @@ async function requireTokens (app: FastifyInstance, options: { mode: AuthMode })
   app.addHook('onRoute', (route) => {
     if (!needsToken(options.mode, route.method)) return
     route.preHandler = [verifyBearerToken, ...[route.preHandler ?? []].flat()]
-    route.schema = {
-      ...route.schema,
-      security: [{ [SECURITY_SCHEME]: [] }],
-      response: {
-        ...(route.schema?.response as object),
-        401: errorResponse('Missing, malformed, expired or wrongly signed bearer token.')
-      }
-    }
+    route.schema = { ...route.schema, security: [{ [SECURITY_SCHEME]: [] }] }
+    addResponses(route, {
+      401: errorResponse('Missing, malformed, expired or wrongly signed bearer token.', { 'WWW-Authenticate': WWW_AUTHENTICATE })
+    })
   })
 }
 

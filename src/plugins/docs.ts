@@ -4,11 +4,13 @@
  * whose assets ship inside `@fastify/swagger-ui` (no CDN, no external validator).
  * Registered before the routes, so that it sees each one as it is added.
  */
-import swagger, { type SwaggerTransform } from '@fastify/swagger'
+import swagger, { type SwaggerTransform, type SwaggerTransformObject } from '@fastify/swagger'
 import swaggerUi from '@fastify/swagger-ui'
-import type { FastifyInstance } from 'fastify'
+import type { FastifyInstance, FastifySchema } from 'fastify'
 import fp from 'fastify-plugin'
 import type { AuthMode } from '../config.js'
+import { errorResponse } from '../errors.js'
+import { REQUEST_ID_HEADER } from './request-hooks.js'
 import { SECURITY_SCHEME } from './auth.js'
 
 /**
@@ -16,24 +18,67 @@ import { SECURITY_SCHEME } from './auth.js'
  * required, since after validation it is always there (Ajv fills the default in first), which
  * keeps the handler's type exact; the published document says what a client must send.
  */
-const optionalWhenDefaulted: SwaggerTransform = ({ schema, url }) => {
+function optionalWhenDefaulted (schema: FastifySchema): FastifySchema {
   const querystring = schema.querystring as { properties?: Record<string, { default?: unknown }>, required?: string[] } | undefined
-  if (querystring?.required === undefined || querystring.properties === undefined) return { schema, url }
+  if (querystring?.required === undefined || querystring.properties === undefined) return schema
   const properties = querystring.properties
   const required = querystring.required.filter((name) => properties[name]?.default === undefined)
-  return { schema: { ...schema, querystring: { ...querystring, required } }, url }
+  return { ...schema, querystring: { ...querystring, required } }
+}
+
+const internalError = errorResponse('Unexpected failure; details are in the server log, under the request id.')
+
+/**
+ * What every operation answers besides its own responses: a 500 for an unexpected failure,
+ * and the request id on every answer (request-hooks.ts).
+ */
+function everyAnswer (schema: FastifySchema): FastifySchema {
+  const responses: Record<string, object> = { 500: internalError, ...(schema.response as object) }
+  const response = Object.fromEntries(Object.entries(responses).map(([status, answer]) =>
+    [status, { ...answer, headers: { 'X-Request-Id': REQUEST_ID_HEADER, ...(answer as { headers?: object }).headers } }]))
+  return { ...schema, response }
+}
+
+const transform: SwaggerTransform = ({ schema, url }) =>
+  ({ schema: schema.response === undefined ? schema : everyAnswer(optionalWhenDefaulted(schema)), url })
+
+/**
+ * @fastify/swagger copies a response header's declaration into its `schema`; whether the
+ * header is always sent (`HeaderSchema.required`) belongs to the header object instead.
+ */
+const headersRequired: SwaggerTransformObject = (document) => {
+  if (!('openapiObject' in document)) return document.swaggerObject
+  for (const operations of Object.values(document.openapiObject.paths ?? {})) {
+    for (const operation of Object.values(operations ?? {})) {
+      if (typeof operation !== 'object' || operation === null || !('responses' in operation)) continue
+      for (const response of Object.values(operation.responses ?? {})) {
+        if (!('headers' in response)) continue
+        for (const header of Object.values(response.headers ?? {})) {
+          if (!('schema' in header) || header.schema === undefined || !('type' in header.schema)) continue
+          const { required, ...schema } = header.schema as { required?: unknown }
+          header.required = required !== false
+          header.schema = schema
+        }
+      }
+    }
+  }
+  return document.openapiObject
 }
 
 async function docs (app: FastifyInstance, options: { auth: AuthMode }): Promise<void> {
   await app.register(swagger, {
-    transform: optionalWhenDefaulted,
+    transform,
+    transformObject: headersRequired,
+    // Named schemas (app.addSchema) appear under their own names in components.schemas.
+    refResolver: { buildLocalReference: (json, _baseUri, _fragment, index) => typeof json.$id === 'string' ? json.$id : `def-${index}` },
     openapi: {
       openapi: '3.1.0',
       info: {
         title: 'User records service',
         description: 'A JSON HTTP service for user records. Every error answers `{"error": "<message>"}`.',
         version: '1.0.0',
-        license: { name: 'MIT', identifier: 'MIT' }
+        license: { name: 'MIT', identifier: 'MIT' },
+        contact: { name: 'The team that runs this service' }
       },
       servers: [{ url: '/', description: 'This service' }],
       // Public unless an operation says otherwise: the protected ones name the scheme below.

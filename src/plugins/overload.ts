@@ -8,7 +8,8 @@ import underPressure from '@fastify/under-pressure'
 import type { FastifyInstance } from 'fastify'
 import fp from 'fastify-plugin'
 import type { Config } from '../config.js'
-import { AppError } from '../errors.js'
+import { AppError, errorResponse, RETRY_AFTER } from '../errors.js'
+import { addResponses } from '../route-schemas.js'
 
 class OverloadedError extends AppError {
   constructor () {
@@ -23,6 +24,8 @@ async function overload (app: FastifyInstance, options: Config['overload']): Pro
     retryAfter: 1,
     customError: OverloadedError
   })
+  const overloaded = errorResponse('The service is overloaded; retry after `Retry-After` seconds.', { 'Retry-After': RETRY_AFTER })
+  app.addHook('onRoute', (route) => { addResponses(route, { 503: overloaded }) })
 }
 
 export default fp(overload, { name: 'overload' })

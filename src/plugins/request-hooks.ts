@@ -8,8 +8,14 @@ import { randomUUID } from 'node:crypto'
 import type { IncomingMessage } from 'node:http'
 import type { FastifyInstance } from 'fastify'
 import fp from 'fastify-plugin'
+import type { HeaderSchema } from '../route-schemas.js'
 
 const SAFE_REQUEST_ID = /^[A-Za-z0-9._-]{1,128}$/
+
+export const REQUEST_ID_HEADER: HeaderSchema = {
+  type: 'string',
+  description: 'The request\'s id, in the log lines about it: the caller\'s own `X-Request-Id` when it is 1 to 128 of `A-Za-z0-9._-`, else a new UUID.'
+}
 
 /**
  * Uses the caller's `X-Request-Id` so one id follows a request across services, unless it

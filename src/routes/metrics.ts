@@ -7,8 +7,12 @@ const MetricsSchema = {
   description: 'Request latency by method, route pattern and status; process, event-loop and (on PostgreSQL) connection-pool metrics.',
   operationId: 'metrics',
   tags: ['operations'],
-  produces: ['text/plain'],
-  response: { 200: Type.String({ description: 'Prometheus exposition format 0.0.4.' }) }
+  response: {
+    200: {
+      description: 'Prometheus exposition format 0.0.4.',
+      content: { 'text/plain': { schema: Type.String({ examples: ['# TYPE http_request_duration_seconds histogram\n'] }) } }
+    }
+  }
 }
 
 const metrics: FastifyPluginAsyncTypebox = async (app) => {

@@ -1,14 +1,20 @@
 /** The contract of the greeting routes (seed §4.1 and §4.5). */
 import { Type } from 'typebox'
 import { errorResponse } from '../errors.js'
+import { refTo } from '../route-schemas.js'
 
-const Greeting = Type.Object({ hello: Type.String({ examples: ['world'] }) }, { description: 'A greeting.' })
+const Greeting = Type.Object({
+  hello: Type.String({ examples: ['world'] })
+}, { $id: 'Greeting', additionalProperties: false, description: 'A greeting.', examples: [{ hello: 'world' }] })
+
+export const greetingSchemas = [Greeting]
 
 export const HelloSchema = {
   summary: 'Say hello',
+  description: 'Answers `{"hello": "world"}`: the smallest call that shows the service is up and reachable.',
   operationId: 'hello',
   tags: ['greeting'],
-  response: { 200: Greeting }
+  response: { 200: refTo(Greeting, { description: 'Hello, world.' }) }
 }
 
 export const CustomSchema = {
@@ -17,11 +23,11 @@ export const CustomSchema = {
   operationId: 'customHello',
   tags: ['greeting'],
   querystring: Type.Object({
-    name: Type.Optional(Type.String({ maxLength: 200 })),
-    age: Type.Optional(Type.Integer())
+    name: Type.Optional(Type.String({ maxLength: 200, examples: ['Ada'] })),
+    age: Type.Optional(Type.Integer({ examples: [36] }))
   }),
   response: {
-    200: Greeting,
+    200: refTo(Greeting, { description: 'Hello to `name`, or to the world.' }),
     400: errorResponse('A query parameter has the wrong type, e.g. `age=abc`.')
   }
 }

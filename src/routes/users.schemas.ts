@@ -1,31 +1,73 @@
 /**
  * The contract of the user routes: request and every response, errors included. Validation,
- * serialization, handler types and the OpenAPI document all come from these schemas.
+ * serialization, handler types and the OpenAPI document all come from these schemas. The
+ * named ones (`userSchemas`) are registered once by app.ts and referred to by name.
  */
 import { Type } from 'typebox'
 import { MAX_USER_ID } from '../db/users.js'
-import { errorResponse } from '../errors.js'
+import { errorResponse, RETRY_AFTER } from '../errors.js'
+import { refTo, type HeaderSchema } from '../route-schemas.js'
 import { NO_NUL } from '../validation.js'
 
 const Limit = (defaultValue: number) => Type.Integer({ minimum: 1, maximum: 1000, default: defaultValue, description: 'Users per page.' })
 const Offset = Type.Integer({ minimum: 0, maximum: MAX_USER_ID, default: 0, description: 'Users to skip.' })
 
-const Name = Type.String({ minLength: 1, maxLength: 200, pattern: NO_NUL, examples: ['Ada'] })
-const Email = Type.String({ format: 'email', maxLength: 254, examples: ['ada@example.com'] })
+const Name = Type.String({ minLength: 1, maxLength: 200, pattern: NO_NUL, description: 'Any text without a NUL character.', examples: ['Ada'] })
+const Email = Type.String({
+  format: 'email',
+  maxLength: 254,
+  description: 'An RFC 5321 mailbox, as JSON Schema defines `format: email`: `q@test`, `"q"@example.com` and `a@[127.0.0.1]` are accepted; ' +
+    'non-ASCII addresses (RFC 6531, `idn-email`) are not.',
+  examples: ['ada@example.com']
+})
+
+/** Said of every JSON body the user routes take. */
+const PROTOTYPE_KEYS = 'A `__proto__` key, or a `constructor` key holding `prototype`, anywhere in the body is refused (400), as a guard against prototype poisoning.'
 
 const UserSummary = Type.Object({
   id: Type.Integer({ minimum: 1, maximum: MAX_USER_ID, examples: [1] }),
   name: Name
-})
+}, { $id: 'UserSummary', additionalProperties: false, description: 'A stored user as lists show it.', examples: [{ id: 1, name: 'Ada' }] })
+
+const User = Type.Object({
+  id: Type.String({ description: 'The id exactly as given in the path.', examples: ['1'] }),
+  name: Name
+}, { $id: 'User', additionalProperties: false, description: 'A stored user, looked up by id.', examples: [{ id: '1', name: 'Ada' }] })
 
 const NewUser = Type.Object({ name: Name, email: Email }, {
-  description: 'Other properties are allowed and echoed back, but only `name` and `email` are stored.'
+  $id: 'NewUser',
+  examples: [{ name: 'Ada', email: 'ada@example.com' }],
+  description: `A user to store. Other properties are allowed and echoed back, but only \`name\` and \`email\` are stored. ${PROTOTYPE_KEYS}`
 })
 
+const UserToValidate = Type.Object({
+  name: Name,
+  email: Email,
+  age: Type.Optional(Type.Integer({ minimum: 0, examples: [36] }))
+}, { $id: 'UserToValidate', additionalProperties: false, examples: [{ name: 'Ada', email: 'ada@example.com', age: 36 }], description: `The validation showcase's body: no other property is allowed. ${PROTOTYPE_KEYS}` })
+
+const ValidatedUser = Type.Object({
+  id: Type.String({ description: 'The path id.', examples: ['507f1f77bcf86cd799439011'] }),
+  name: Type.String({ examples: ['Ada'] }),
+  email: Type.String({ examples: ['ada@example.com'] })
+}, {
+  $id: 'ValidatedUser',
+  additionalProperties: false,
+  description: 'The path id with the body\'s name and email, and nothing else.',
+  examples: [{ id: '507f1f77bcf86cd799439011', name: 'Ada', email: 'ada@example.com' }]
+})
+
+export const userSchemas = [UserSummary, User, NewUser, UserToValidate, ValidatedUser]
+
+const LOCATION: HeaderSchema = { type: 'string', description: 'The new user\'s URL, `/users/{id}`.' }
+const TOTAL_COUNT: HeaderSchema = { type: 'integer', description: 'How many users are stored in all.' }
+
 const invalid = errorResponse('The request fails its schema; the message names the field.')
+const badPath = errorResponse('The request fails its schema, or its path cannot be decoded (`/users/%zz`); the message says which.')
 const tooLarge = errorResponse('The body is larger than `BODY_LIMIT`.')
 const unsupported = errorResponse('The body is not `application/json`.')
-const internal = errorResponse('Unexpected failure; details are in the server log, under the request id.')
+const databaseUnavailable = errorResponse('The database cannot do its work now, or the service is overloaded; retry after `Retry-After` seconds.',
+  { 'Retry-After': RETRY_AFTER })
 
 export const ListUsersSchema = {
   summary: 'List stored users',
@@ -34,26 +76,30 @@ export const ListUsersSchema = {
   tags: ['users'],
   querystring: Type.Object({ limit: Limit(100), offset: Offset }),
   response: {
-    200: Type.Array(UserSummary, { description: 'One page of users.' }),
+    200: Type.Array(refTo(UserSummary), {
+      description: 'One page of users.',
+      examples: [[{ id: 1, name: 'Ada' }, { id: 2, name: 'Grace' }]],
+      headers: { 'X-Total-Count': TOTAL_COUNT }
+    }),
     400: invalid,
-    500: internal
+    503: databaseUnavailable
   }
 }
 
 export const GetUserSchema = {
   summary: 'Look up a stored user',
+  description: 'The user with this id: `id` as given in the path, and `name`. Only the canonical decimal form names a user ' +
+    '(`1`, not `01` or `1.0`); any other is a 404.',
   operationId: 'getUser',
   tags: ['users'],
   params: Type.Object({
     id: Type.String({ description: 'The user\'s integer id, in decimal.', examples: ['1'] })
   }),
   response: {
-    200: Type.Object({
-      id: Type.String({ description: 'The id exactly as given in the path.', examples: ['1'] }),
-      name: Name
-    }, { description: 'The user.' }),
-    404: errorResponse('No user has this id: `{"error": "User not found"}`.'),
-    500: internal
+    200: refTo(User, { description: 'The user.' }),
+    400: errorResponse('The path cannot be decoded, e.g. `/users/%zz`.'),
+    404: errorResponse('No user has this id.'),
+    503: databaseUnavailable
   }
 }
 
@@ -63,16 +109,23 @@ export const CreateUserSchema = {
     '`Location` points at the new user. A 201 means the user is committed.',
   operationId: 'createUser',
   tags: ['users'],
-  body: NewUser,
+  body: refTo(NewUser),
   response: {
-    201: Type.Object({ name: Name, email: Email }, {
-      additionalProperties: true,
-      description: 'The body exactly as sent.'
-    }),
+    201: refTo(NewUser, { description: 'Stored: the body exactly as sent, byte for byte.', headers: { Location: LOCATION } }),
     400: invalid,
     413: tooLarge,
     415: unsupported,
-    500: internal
+    503: databaseUnavailable
+  }
+}
+
+/** The 201's `Location` is the new user's `GET /users/{id}`. */
+export const createUserLinks = {
+  201: {
+    GetCreatedUser: {
+      operationId: 'getUser',
+      description: 'The `Location` header of the answer, `/users/{id}`, is this operation\'s URL for the new user.'
+    }
   }
 }
 
@@ -86,20 +139,11 @@ export const ValidateUserSchema = {
     id: Type.String({ pattern: '^[0-9a-fA-F]{24}$', description: '24 hexadecimal characters.', examples: ['507f1f77bcf86cd799439011'] })
   }),
   querystring: Type.Object({ limit: Limit(10), offset: Offset }),
-  body: Type.Object({
-    name: Name,
-    email: Email,
-    age: Type.Optional(Type.Integer({ minimum: 0 }))
-  }, { additionalProperties: false }),
+  body: refTo(UserToValidate),
   response: {
-    200: Type.Object({
-      id: Type.String(),
-      name: Type.String(),
-      email: Type.String()
-    }, { description: 'The path id with the body\'s name and email.' }),
-    400: invalid,
+    200: refTo(ValidatedUser, { description: 'The path id with the body\'s name and email.' }),
+    400: badPath,
     413: tooLarge,
-    415: unsupported,
-    500: internal
+    415: unsupported
   }
 }

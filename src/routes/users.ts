@@ -4,7 +4,7 @@ import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import type { FastifyReply } from 'fastify'
 import { AppError } from '../errors.js'
 import { MAX_USER_ID } from '../db/users.js'
-import { CreateUserSchema, GetUserSchema, ListUsersSchema, ValidateUserSchema } from './users.schemas.js'
+import { CreateUserSchema, createUserLinks, GetUserSchema, ListUsersSchema, ValidateUserSchema } from './users.schemas.js'
 
 /** Only the canonical decimal form names a user, so each user has exactly one URL. */
 const CANONICAL_ID = /^[1-9][0-9]{0,9}$/
@@ -12,6 +12,17 @@ const CANONICAL_ID = /^[1-9][0-9]{0,9}$/
 function toUserId (pathValue: string): number | undefined {
   const id = Number(pathValue)
   return CANONICAL_ID.test(pathValue) && id <= MAX_USER_ID ? id : undefined
+}
+
+const FORBIDDEN_KEY = 'Body has a "__proto__" key, or a "constructor" key holding "prototype", which is not allowed'
+
+function isJson (text: string): boolean {
+  try {
+    JSON.parse(text)
+    return true
+  } catch {
+    return false
+  }
 }
 
 declare module 'fastify' {
@@ -34,7 +45,11 @@ const users: FastifyPluginAsyncTypebox = async (app) => {
       return
     }
     request.bodyBytes = bytes
-    parseJson(request, bytes.toString('utf8'), done)
+    const text = bytes.toString('utf8')
+    parseJson(request, text, (error, body) => {
+      // Valid JSON that the parser refused holds a key it guards against (prototype poisoning).
+      done(error !== null && isJson(text) ? new AppError(FORBIDDEN_KEY, 400) : error, body)
+    })
   })
 
   app.get('/users', { schema: ListUsersSchema }, async (request, reply) => {
@@ -51,7 +66,7 @@ const users: FastifyPluginAsyncTypebox = async (app) => {
     return { id, name: user.name }
   })
 
-  app.post('/users', { schema: CreateUserSchema }, async (request, reply) => {
+  app.post('/users', { schema: CreateUserSchema, links: createUserLinks }, async (request, reply) => {
     const { name, email } = request.body
     const id = await app.users.create({ name, email })
     // The schema types the body as parsed; what goes out is the same JSON, as bytes.
