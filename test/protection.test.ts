@@ -1,6 +1,9 @@
 import assert from 'node:assert/strict'
 import { test } from 'node:test'
 import { setTimeout as sleep } from 'node:timers/promises'
+import fastifyHelmet from '@fastify/helmet'
+import Fastify from 'fastify'
+import { HELMET_OPTIONS } from '../src/plugins/security-headers.js'
 import { postJson, testApp } from './helpers.js'
 
 test('rate limiting is off by default', async (t) => {
@@ -73,4 +76,16 @@ test('every response carries security headers, errors and static files included'
     assert.equal(response.headers['x-frame-options'], 'SAMEORIGIN', url)
     assert.equal(response.headers['x-powered-by'], undefined, url)
   }
+})
+
+test('the security headers are the ones @fastify/helmet sets with the same options, name for name and value for value', async (t) => {
+  const withPlugin = Fastify()
+  t.after(() => withPlugin.close())
+  await withPlugin.register(fastifyHelmet, HELMET_OPTIONS)
+  withPlugin.get('/', async () => ({ hello: 'world' }))
+  const fromPlugin = (await withPlugin.inject('/')).headers
+  const service = (await (await testApp(t)).inject('/')).headers
+  const helmetNames = Object.keys(fromPlugin).filter((name) => !['content-type', 'content-length', 'date', 'connection', 'keep-alive'].includes(name))
+  assert.ok(helmetNames.length >= 10, `helmet set ${helmetNames.join(', ')}`)
+  for (const name of helmetNames) assert.equal(service[name], fromPlugin[name], name)
 })
