@@ -51,6 +51,6 @@ export function createAjv (options: Options): Ajv {
   return ajv
 }
 
-export function createCoercingAjv (): Ajv {
-  return createAjv({ coerceTypes: 'array' })
+export function createCoercingAjv (options: Options = {}): Ajv {
+  return createAjv({ coerceTypes: 'array', ...options })
 }

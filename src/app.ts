@@ -51,6 +51,8 @@ function loggerOptions (config: Config, options: BuildOptions) {
   }
 }
 
+const trustNearest = (hops: number) => (_address: string, hop: number) => hop < hops
+
 export async function buildApp (config: Config, options: BuildOptions = {}): Promise<FastifyInstance> {
   const app = Fastify({
     logger: loggerOptions(config, options),
@@ -67,7 +69,10 @@ export async function buildApp (config: Config, options: BuildOptions = {}): Pro
     // keepAliveMs (longer than the usual 60 s of load balancers, so they close first).
     http: { headersTimeout: config.timeouts.headersMs, connectionsCheckingInterval: 1000 },
     requestTimeout: config.timeouts.requestMs,
-    keepAliveTimeout: config.timeouts.keepAliveMs
+    keepAliveTimeout: config.timeouts.keepAliveMs,
+    // Off by default: then X-Forwarded-For is ignored, so no client can name itself another.
+    // A hop count trusts that many proxies nearest the service, whatever their addresses.
+    trustProxy: typeof config.trustProxy === 'number' ? trustNearest(config.trustProxy) : config.trustProxy
   }).withTypeProvider<TypeBoxTypeProvider>()
   app.server.maxConnections = config.maxConnections
 

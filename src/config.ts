@@ -5,6 +5,7 @@
  */
 import { randomBytes } from 'node:crypto'
 import { existsSync, readFileSync } from 'node:fs'
+import { isIP } from 'node:net'
 import { Type, type Static } from 'typebox'
 import { createCoercingAjv } from './ajv.js'
 
@@ -38,7 +39,8 @@ const EnvSchema = Type.Object({
   REQUEST_TIMEOUT_MS: Type.Integer({ minimum: 1, default: 30_000 }),
   KEEP_ALIVE_TIMEOUT_MS: Type.Integer({ minimum: 1, default: 72_000 }),
   MAX_CONNECTIONS: Type.Optional(Type.Integer({ minimum: 1 })),
-  METRICS: Type.Enum(['on', 'off'], { default: 'on' })
+  METRICS: Type.Enum(['on', 'off'], { default: 'on' }),
+  TRUST_PROXY: Type.String({ default: 'off' })
 })
 
 type Env = Static<typeof EnvSchema>
@@ -72,6 +74,11 @@ export interface Config {
   maxConnections: number
   /** Whether `/metrics` exists. */
   metrics: boolean
+  /**
+   * Which proxies' `X-Forwarded-For` names the client (Fastify's `trustProxy`): none, the
+   * nearest N hops, or those at these addresses or networks.
+   */
+  trustProxy: false | number | string[]
 }
 
 /** A configuration mistake; its message is the one line printed before the process exits. */
@@ -157,8 +164,25 @@ export function loadConfig (environment: Record<string, string | undefined>): Co
       keepAliveMs: parsed.KEEP_ALIVE_TIMEOUT_MS
     },
     maxConnections: parsed.MAX_CONNECTIONS ?? connectionsWithinDescriptorLimit(),
-    metrics: parsed.METRICS === 'on'
+    metrics: parsed.METRICS === 'on',
+    trustProxy: parseTrustProxy(parsed.TRUST_PROXY)
   }
+}
+
+/** An address, or a network as address/prefix length: `10.0.0.1`, `10.0.0.0/8`, `::1/128`. */
+function isAddressOrNetwork (text: string): boolean {
+  const [address = '', prefix, ...rest] = text.split('/')
+  const version = isIP(address)
+  if (version === 0 || rest.length > 0) return false
+  return prefix === undefined || (/^[0-9]{1,3}$/.test(prefix) && Number(prefix) <= (version === 4 ? 32 : 128))
+}
+
+function parseTrustProxy (text: string): Config['trustProxy'] {
+  if (text === 'off') return false
+  if (/^[1-9][0-9]{0,1}$/.test(text)) return Number(text)
+  const entries = text.split(',').map((entry) => entry.trim())
+  if (entries.every(isAddressOrNetwork)) return entries
+  throw new ConfigError(`TRUST_PROXY must be off, a hop count from 1 to 99, or a comma-separated list of addresses and networks such as 10.0.0.0/8 (got ${JSON.stringify(text)})`)
 }
 
 /** Descriptors kept for everything but client connections: database files and sockets, logs. */

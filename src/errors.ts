@@ -13,10 +13,36 @@ import { refTo, type HeaderSchema } from './route-schemas.js'
 
 const JSON_TYPE = 'application/json; charset=utf-8'
 
-/** Every error answer: `{"error": "<message>"}`, and nothing else. */
+/** One failed rule of a request's schema. */
+export interface ValidationDetail { in: 'body' | 'query' | 'params', path: string, message: string }
+
+/** At most this many `details` in one answer: what a client can act on, not a flood. */
+export const MAX_DETAILS = 20
+
+/** Every error answer: `{"error": "<message>"}`, and on a 400 for a schema, its `details`. */
 export const ErrorSchema = Type.Object({
-  error: Type.String({ description: 'What went wrong, in one sentence.' })
-}, { $id: 'Error', additionalProperties: false, description: 'Every failure answers this shape.', examples: [{ error: 'User not found' }] })
+  error: Type.String({ description: 'What went wrong, in one sentence.' }),
+  details: Type.Optional(Type.Array(Type.Object({
+    in: Type.Union([Type.Literal('body'), Type.Literal('query'), Type.Literal('params')], { description: 'The part of the request.' }),
+    path: Type.String({ description: 'A JSON Pointer into that part, e.g. `/email`; empty for the part itself.' }),
+    message: Type.String({ description: 'What is wrong there.' })
+  }, { additionalProperties: false }), {
+    maxItems: MAX_DETAILS,
+    description: 'On a 400 for a request that fails its schema: every rule it fails (up to 20), in the first part of the request that ' +
+      'fails (path, then query, then body, the order they are checked in). `error` is the first of them.'
+  }))
+}, {
+  $id: 'Error',
+  additionalProperties: false,
+  description: 'Every failure answers this shape.',
+  examples: [{ error: 'User not found' }, {
+    error: 'body/email must match format "email"',
+    details: [
+      { in: 'body', path: '/email', message: 'must match format "email"' },
+      { in: 'body', path: '/age', message: 'must be >= 0' }
+    ]
+  }]
+})
 
 export const RETRY_AFTER: HeaderSchema = { type: 'integer', description: 'Seconds to wait before trying again.' }
 
@@ -31,11 +57,14 @@ export class AppError extends Error {
   readonly statusCode: number
   /** Response headers that belong to this error, e.g. `WWW-Authenticate` on a 401. */
   readonly headers: Record<string, string>
+  /** Every rule a request failed, when it failed its schema. */
+  readonly details: ValidationDetail[] | undefined
 
-  constructor (message: string, statusCode = 400, headers: Record<string, string> = {}) {
+  constructor (message: string, statusCode = 400, headers: Record<string, string> = {}, details?: ValidationDetail[]) {
     super(message)
     this.statusCode = statusCode
     this.headers = headers
+    this.details = details
   }
 }
 
@@ -51,13 +80,14 @@ interface ErrorAnswer {
   statusCode: number
   message: string
   headers?: Record<string, string>
+  details?: ValidationDetail[]
   /** Whether the error is ours to look into, and so logged with its stack. */
   unexpected?: true
 }
 
 function answerFor (error: FastifyError): ErrorAnswer {
   if (error instanceof AppError) {
-    return { statusCode: error.statusCode, message: error.message, headers: error.headers }
+    return { statusCode: error.statusCode, message: error.message, headers: error.headers, details: error.details }
   }
   // The storage layer logs each outage once, as it starts and as it ends.
   if (error instanceof DatabaseUnavailableError) {
@@ -71,10 +101,10 @@ function answerFor (error: FastifyError): ErrorAnswer {
 }
 
 function replyWithError (error: FastifyError, request: FastifyRequest, reply: FastifyReply): FastifyReply {
-  const { statusCode, message, headers, unexpected } = answerFor(error)
+  const { statusCode, message, headers, details, unexpected } = answerFor(error)
   if (unexpected) request.log.error({ err: error }, 'unhandled error')
   if (headers !== undefined) reply.headers(headers)
-  return reply.code(statusCode).type(JSON_TYPE).send({ error: message })
+  return reply.code(statusCode).type(JSON_TYPE).send(details === undefined ? { error: message } : { error: message, details })
 }
 
 /**

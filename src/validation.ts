@@ -8,12 +8,13 @@
 import type { ErrorObject } from 'ajv'
 import type { FastifySchemaCompiler, FastifyServerOptions } from 'fastify'
 import { createAjv, createCoercingAjv } from './ajv.js'
-import { AppError } from './errors.js'
+import { AppError, MAX_DETAILS, type ValidationDetail } from './errors.js'
 
 /** `namedSchemas` are those the routes refer to by `$id`. */
 export function createValidatorCompiler (namedSchemas: object[]): FastifySchemaCompiler<unknown> {
-  const coercing = createCoercingAjv()
-  const strict = createAjv({ coerceTypes: false })
+  // Every rule a request fails is reported (`details`), not only the first.
+  const coercing = createCoercingAjv({ allErrors: true })
+  const strict = createAjv({ coerceTypes: false, allErrors: true })
   for (const ajv of [coercing, strict]) ajv.addSchema(namedSchemas)
   return ({ schema, httpPart }) => (httpPart === 'body' ? strict : coercing).compile(schema as object)
 }
@@ -24,17 +25,28 @@ export function createValidatorCompiler (namedSchemas: object[]): FastifySchemaC
  */
 export const NO_NUL = '^[^\\u0000]*$'
 
+/** One of Ajv's errors in the contract's words: where, from the part's root, and what. */
+function describe (error: ErrorObject): { path: string, message: string } {
+  if (error.keyword === 'additionalProperties') {
+    return { path: error.instancePath, message: `must NOT have additional property ${JSON.stringify(error.params.additionalProperty)}` }
+  }
+  if (error.keyword === 'pattern' && error.params.pattern === NO_NUL) {
+    return { path: error.instancePath, message: 'must not contain the NUL character (U+0000)' }
+  }
+  return { path: error.instancePath, message: error.message ?? 'is invalid' }
+}
+
+const PART: Record<string, ValidationDetail['in']> = { body: 'body', querystring: 'query', params: 'params' }
+
 /**
- * Turns Ajv's first error into one sentence naming where and what, e.g.
- * `body/email must match format "email"` or `body must NOT have additional property "role"`.
+ * Turns Ajv's errors into one sentence naming where and what for the first, e.g.
+ * `body/email must match format "email"` or `body must NOT have additional property "role"`,
+ * and the list of all of them as `details`.
  */
 export const formatSchemaError: NonNullable<FastifyServerOptions['schemaErrorFormatter']> = (errors, dataVar) => {
-  const [first] = errors as ErrorObject[]
-  const where = `${dataVar}${first?.instancePath ?? ''}`
-  const what = first?.keyword === 'additionalProperties'
-    ? `must NOT have additional property ${JSON.stringify(first.params.additionalProperty)}`
-    : first?.keyword === 'pattern' && first.params.pattern === NO_NUL
-      ? 'must not contain the NUL character (U+0000)'
-      : first?.message ?? 'is invalid'
-  return new AppError(`${where} ${what}`, 400)
+  const described = (errors as ErrorObject[]).map(describe)
+  const [first = { path: '', message: 'is invalid' }] = described
+  const part = PART[dataVar] ?? 'body'
+  const details = described.slice(0, MAX_DETAILS).map(({ path, message }) => ({ in: part, path, message }))
+  return new AppError(`${dataVar}${first.path} ${first.message}`, 400, {}, details)
 }

@@ -69,7 +69,10 @@ test('a bad value is refused with one line naming the variable', () => {
     [{ DATABASE_POOL_SIZE: '0' }, /^DATABASE_POOL_SIZE must be >= 1/],
     [{ BODY_LIMIT: '1MB' }, /^BODY_LIMIT must be integer/],
     [{ CORS_ORIGIN: 'example.com' }, /^CORS_ORIGIN must be a comma-separated list of origins/],
-    [{ CORS_ORIGIN: 'https://example.com/path' }, /^CORS_ORIGIN /]
+    [{ CORS_ORIGIN: 'https://example.com/path' }, /^CORS_ORIGIN /],
+    [{ TRUST_PROXY: 'yes' }, /^TRUST_PROXY must be off, a hop count from 1 to 99, or a comma-separated list of addresses and networks/],
+    [{ TRUST_PROXY: '10.0.0.0/33' }, /^TRUST_PROXY must be/],
+    [{ TRUST_PROXY: '0' }, /^TRUST_PROXY must be/]
   ]
   for (const [env, message] of cases) {
     assert.throws(() => loadConfig(env), (error: Error) => {
@@ -79,6 +82,12 @@ test('a bad value is refused with one line naming the variable', () => {
       return true
     }, JSON.stringify(env))
   }
+})
+
+test('TRUST_PROXY is off by default, or a hop count, or addresses and networks', () => {
+  assert.equal(loadConfig({}).trustProxy, false)
+  assert.equal(loadConfig({ TRUST_PROXY: '2' }).trustProxy, 2)
+  assert.deepEqual(loadConfig({ TRUST_PROXY: '10.0.0.0/8, 127.0.0.1,::1' }).trustProxy, ['10.0.0.0/8', '127.0.0.1', '::1'])
 })
 
 test('a database URL is never echoed back, for it may hold a password', () => {

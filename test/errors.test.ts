@@ -104,3 +104,32 @@ test('a URL that cannot be decoded is a JSON 400 with a request id, not a 500', 
     assert.ok(response.headers['x-request-id'], url)
   }
 })
+
+test('a request that fails its schema hears every rule it fails in details, the first also as error, bounded in number', async (t) => {
+  const app = await testApp(t)
+  const body = await postJson(app, '/users/507f1f77bcf86cd799439011', { email: 'not-an-email', age: -1, role: 'admin' })
+  assertJsonError(body, 400)
+  const { error, details } = body.json()
+  assert.deepEqual(new Set(details), new Set([
+    { in: 'body', path: '', message: "must have required property 'name'" },
+    { in: 'body', path: '', message: 'must NOT have additional property "role"' },
+    { in: 'body', path: '/email', message: 'must match format "email"' },
+    { in: 'body', path: '/age', message: 'must be >= 0' }
+  ]))
+  assert.equal(error, `body${details[0].path} ${details[0].message}`, 'error is the first of the details')
+
+  const query = await app.inject('/users?limit=0&offset=-1')
+  assert.deepEqual(query.json().details, [
+    { in: 'query', path: '/limit', message: 'must be >= 1' },
+    { in: 'query', path: '/offset', message: 'must be >= 0' }
+  ])
+  const params = await postJson(app, '/users/not-hex', { name: 'Ada', email: 'ada@example.com' })
+  assert.deepEqual(params.json().details, [{ in: 'params', path: '/id', message: 'must match pattern "^[0-9a-fA-F]{24}$"' }])
+
+  const many = Object.fromEntries(Array.from({ length: 100 }, (_, i) => [`extra${i}`, i]))
+  const flood = await postJson(app, '/users/507f1f77bcf86cd799439011', { name: 'Ada', email: 'ada@example.com', ...many })
+  assert.equal(flood.json().details.length, 20)
+
+  const other = await app.inject({ method: 'POST', url: '/users', payload: '{', headers: { 'content-type': 'application/json' } })
+  assert.deepEqual(Object.keys(other.json()), ['error'], 'errors other than a schema\'s have no details')
+})

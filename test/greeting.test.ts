@@ -22,6 +22,6 @@ test('GET /custom converts age from text and refuses a non-integer', async (t) =
   for (const age of ['abc', '3.5', '']) {
     const response = await app.inject(`/custom?age=${age}`)
     assert.equal(response.statusCode, 400, `age=${age}`)
-    assert.deepEqual(response.json(), { error: 'querystring/age must be integer' })
+    assert.equal(response.json().error, 'querystring/age must be integer')
   }
 })

@@ -4,7 +4,7 @@ import { setTimeout as sleep } from 'node:timers/promises'
 import fastifyHelmet from '@fastify/helmet'
 import Fastify from 'fastify'
 import { HELMET_OPTIONS } from '../src/plugins/security-headers.js'
-import { postJson, testApp } from './helpers.js'
+import { captureLogs, postJson, testApp } from './helpers.js'
 
 test('rate limiting is off by default', async (t) => {
   const app = await testApp(t)
@@ -88,4 +88,33 @@ test('the security headers are the ones @fastify/helmet sets with the same optio
   const helmetNames = Object.keys(fromPlugin).filter((name) => !['content-type', 'content-length', 'date', 'connection', 'keep-alive'].includes(name))
   assert.ok(helmetNames.length >= 10, `helmet set ${helmetNames.join(', ')}`)
   for (const name of helmetNames) assert.equal(service[name], fromPlugin[name], name)
+})
+
+test('without TRUST_PROXY, X-Forwarded-For is ignored: a client cannot pose as others to escape the rate limit', async (t) => {
+  const logs = captureLogs()
+  const app = await testApp(t, { RATE_LIMIT_MAX: '2', LOG_LEVEL: 'info' }, logs.stream)
+  const statuses = []
+  for (let i = 0; i < 3; i++) {
+    statuses.push((await app.inject({ url: '/', remoteAddress: '10.0.0.1', headers: { 'x-forwarded-for': `203.0.113.${i}` } })).statusCode)
+  }
+  assert.deepEqual(statuses, [200, 200, 429])
+  assert.deepEqual(new Set(logs.lines.filter((line) => line.msg === 'request completed').map((line) => line.client)), new Set(['10.0.0.1']))
+})
+
+test('behind a trusted proxy (TRUST_PROXY), the forwarded client address is the one logged and rate-limited', async (t) => {
+  for (const trust of ['1', '10.0.0.0/8']) {
+    const logs = captureLogs()
+    const app = await testApp(t, { RATE_LIMIT_MAX: '2', LOG_LEVEL: 'info', TRUST_PROXY: trust }, logs.stream)
+    const viaProxy = (client: string) => app.inject({ url: '/', remoteAddress: '10.0.0.1', headers: { 'x-forwarded-for': client } })
+    const statuses = []
+    for (let i = 0; i < 3; i++) statuses.push((await viaProxy(`203.0.113.${i}`)).statusCode)
+    assert.deepEqual(statuses, [200, 200, 200], `TRUST_PROXY=${trust}: each client has its own budget`)
+    assert.deepEqual([(await viaProxy('203.0.113.0')).statusCode, (await viaProxy('203.0.113.0')).statusCode], [200, 429], trust)
+    const clients = logs.lines.filter((line) => line.msg === 'request completed').map((line) => line.client)
+    assert.deepEqual(clients.slice(0, 3), ['203.0.113.0', '203.0.113.1', '203.0.113.2'], trust)
+  }
+  // A proxy outside the trusted networks is not believed.
+  const app = await testApp(t, { RATE_LIMIT_MAX: '1', TRUST_PROXY: '10.0.0.0/8' })
+  const fromElsewhere = (client: string) => app.inject({ url: '/', remoteAddress: '192.0.2.7', headers: { 'x-forwarded-for': client } })
+  assert.deepEqual([(await fromElsewhere('203.0.113.1')).statusCode, (await fromElsewhere('203.0.113.2')).statusCode], [200, 429])
 })

@@ -46,7 +46,7 @@ for (const database of testDatabases) {
       assert.deepEqual(invalid.json(), { error: 'Body is not valid JSON: it is not UTF-8' })
       const withNul = await postJson(app, '/users', { name: 'Ada\u0000Lovelace', email: 'ada@example.com' })
       assert.equal(withNul.statusCode, 400)
-      assert.deepEqual(withNul.json(), { error: 'body/name must not contain the NUL character (U+0000)' })
+      assert.equal(withNul.json().error, 'body/name must not contain the NUL character (U+0000)')
       assert.equal((await app.inject('/users')).headers['x-total-count'], '0', 'nothing was stored')
     })
 
@@ -84,7 +84,7 @@ for (const database of testDatabases) {
       for (const [body, error] of cases) {
         const response = await postJson(app, '/users', body)
         assert.equal(response.statusCode, 400, JSON.stringify(body))
-        assert.deepEqual(response.json(), { error })
+        assert.equal(response.json().error, error)
       }
       assert.equal((await app.inject('/users')).headers['x-total-count'], '0', 'nothing was stored')
     })
@@ -101,7 +101,7 @@ for (const database of testDatabases) {
         'a b@example.com', '"unterminated@example.com', 'a@[300.1.1.1]', 'a@[IPv6:zz]', 'jörg@example.com', 'jorg@exämple.com', '用户@例子.广告']
       for (const email of notMailboxes) {
         const response = await postJson(app, '/users', { name: 'Ada', email })
-        assert.deepEqual([response.statusCode, response.json()], [400, { error: 'body/email must match format "email"' }], email)
+        assert.deepEqual([response.statusCode, response.json().error], [400, 'body/email must match format "email"'], email)
       }
       assert.equal((await app.inject('/users')).headers['x-total-count'], String(mailboxes.length))
     })
@@ -138,7 +138,7 @@ for (const database of testDatabases) {
       for (const [query, error] of cases) {
         const response = await app.inject(`/users?${query}`)
         assert.equal(response.statusCode, 400, query)
-        assert.deepEqual(response.json(), { error })
+        assert.equal(response.json().error, error)
       }
     })
 
@@ -181,7 +181,7 @@ for (const database of testDatabases) {
       for (const [url, body, error] of cases) {
         const response = await postJson(app, url, body)
         assert.equal(response.statusCode, 400, `${url} ${JSON.stringify(body)}`)
-        assert.deepEqual(response.json(), { error })
+        assert.equal(response.json().error, error)
       }
     })
   })

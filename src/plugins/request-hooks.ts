@@ -50,6 +50,8 @@ async function requestHooks (app: FastifyInstance): Promise<void> {
         reqId: request.id,
         method: request.method,
         url: request.url,
+        // The client's address: behind trusted proxies (TRUST_PROXY), the one they forwarded.
+        client: request.ip,
         route: request.routeOptions.url ?? null,
         statusCode: reply.statusCode,
         responseTime: Math.round(reply.elapsedTime * 100) / 100,
