@@ -15,11 +15,13 @@ test('CORS reflects any requesting origin, with Vary: Origin, on answers and err
   assert.equal(other.headers['access-control-allow-origin'], 'http://localhost:8080')
 })
 
-test('CORS lets browsers read the Location, X-Total-Count and X-Request-Id headers', async (t) => {
+test('CORS lets browsers read the headers the API documents: Location, X-Total-Count, Link, ETag, X-Request-Id, Retry-After and the rate limits', async (t) => {
   const { port } = await listeningApp(t)
   const response = await rawRequest(port, { path: '/users', headers: { origin } })
   const exposed = String(response.headers['access-control-expose-headers'])
-  for (const header of ['Location', 'X-Total-Count', 'X-Request-Id']) assert.match(exposed, new RegExp(header))
+  for (const header of ['Location', 'X-Total-Count', 'Link', 'ETag', 'X-Request-Id', 'WWW-Authenticate', 'Retry-After', 'RateLimit-Remaining']) {
+    assert.match(exposed, new RegExp(`\\b${header}\\b`))
+  }
 })
 
 test('a preflight answers 204 allowing the requested method and headers', async (t) => {

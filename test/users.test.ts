@@ -2,7 +2,9 @@ import assert from 'node:assert/strict'
 import { join } from 'node:path'
 import { describe, test } from 'node:test'
 import { sql } from 'kysely'
+import { Migrator } from 'kysely/migration'
 import { createDatabase } from '../src/db/database.js'
+import { migrations } from '../src/db/migrate.js'
 import { postJson, temporaryFolder, testApp, testAppOn, testDatabases } from './helpers.js'
 
 const ada = { name: 'Ada', email: 'ada@example.com' }
@@ -124,6 +126,65 @@ for (const database of testDatabases) {
       const pastTheEnd = await app.inject('/users?offset=10')
       assert.deepEqual(pastTheEnd.json(), [])
       assert.equal(pastTheEnd.headers['x-total-count'], '5', 'the total, even on an empty page')
+    })
+
+    test('GET /users?after= gives the page after that id, and Link (next, first) walks the whole table', async (t) => {
+      const app = await testAppOn(t, database)
+      for (let i = 1; i <= 7; i++) await postJson(app, '/users', { name: `user${i}`, email: `user${i}@example.com` })
+      const pages: number[][] = []
+      let next: string | undefined = '/users?limit=3'
+      while (next !== undefined) {
+        const response: Awaited<ReturnType<typeof app.inject>> = await app.inject(next)
+        assert.equal(response.statusCode, 200)
+        assert.match(String(response.headers.link), /<\/users\?limit=3>; rel="first"/)
+        assert.equal(response.headers['x-total-count'], '7')
+        pages.push(response.json().map((user: { id: number }) => user.id))
+        next = /<([^>]+)>; rel="next"/.exec(String(response.headers.link))?.[1]
+      }
+      assert.deepEqual(pages, [[1, 2, 3], [4, 5, 6], [7]], 'a short page has no next')
+      assert.deepEqual((await app.inject('/users?after=5&limit=10')).json().map((user: { id: number }) => user.id), [6, 7])
+      assert.deepEqual((await app.inject('/users?after=7')).json(), [])
+      assert.equal((await app.inject('/users?offset=2&limit=2')).headers.link, '</users?limit=2&after=4>; rel="next", </users?limit=2>; rel="first"',
+        'an offset page links on by id too')
+      const both = await app.inject('/users?after=1&offset=1')
+      assert.deepEqual([both.statusCode, both.json().error], [400, 'querystring must not have both after and offset'])
+    })
+
+    test('X-Total-Count is kept by the database as users are added, and counts the users already stored when the count is introduced', async (t) => {
+      const url = await database.url(t)
+      const { db } = await createDatabase(url.startsWith('sqlite:') ? { dialect: 'sqlite', filename: url.slice('sqlite:'.length) } : { dialect: 'postgres', connectionString: url, poolSize: 2 })
+      const dialect = url.startsWith('sqlite:') ? 'sqlite' : 'postgres'
+      const before = new Migrator({ db, provider: { getMigrations: async () => migrations(dialect) } })
+      assert.equal((await before.migrateTo('2026-11-22-create-users')).error, undefined)
+      await db.insertInto('users').values(Array.from({ length: 5 }, (_, i) => ({ name: `old${i}`, email: 'old@example.com' }))).execute()
+      await db.destroy()
+
+      const app = await testApp(t, { DATABASE_URL: url })
+      assert.equal((await app.inject('/users')).headers['x-total-count'], '5')
+      await Promise.all(Array.from({ length: 20 }, (_, i) => postJson(app, '/users', { name: `new${i}`, email: 'new@example.com' })))
+      assert.equal((await app.inject('/users?limit=1')).headers['x-total-count'], '25')
+    })
+
+    test('GET /users/{id} and GET /users carry a strong ETag; If-None-Match with a current one is a 304 without a body; a new user changes the list\'s tag', async (t) => {
+      const app = await testAppOn(t, database)
+      await postJson(app, '/users', ada)
+      const user = await app.inject('/users/1')
+      const tag = String(user.headers.etag)
+      assert.match(tag, /^"[^"]+"$/, 'strong: no W/')
+      for (const ifNoneMatch of [tag, `"other", ${tag}`, `W/${tag}`, '*']) {
+        const unchanged = await app.inject({ url: '/users/1', headers: { 'if-none-match': ifNoneMatch } })
+        assert.deepEqual([unchanged.statusCode, unchanged.body, unchanged.headers.etag], [304, '', tag], ifNoneMatch)
+      }
+      assert.equal((await app.inject({ url: '/users/1', headers: { 'if-none-match': '"other"' } })).statusCode, 200)
+      assert.equal((await app.inject({ url: '/users/2', headers: { 'if-none-match': '*' } })).statusCode, 404, 'only a 200 is ever turned into a 304')
+
+      const page = await app.inject('/users?limit=1')
+      await postJson(app, '/users', { name: 'Grace', email: 'grace@example.com' })
+      const after = await app.inject({ url: '/users?limit=1', headers: { 'if-none-match': String(page.headers.etag) } })
+      assert.equal(after.statusCode, 200, 'the same first page, but the collection has grown')
+      assert.equal(after.body, page.body)
+      assert.notEqual(after.headers.etag, page.headers.etag)
+      assert.equal((await app.inject({ url: '/users?limit=1', headers: { 'if-none-match': String(after.headers.etag) } })).statusCode, 304)
     })
 
     test('GET /users refuses a limit or offset out of range', async (t) => {

@@ -8,16 +8,19 @@ import { sql, type Kysely } from 'kysely'
 import { Migrator, type Migration, type MigrationProvider } from 'kysely/migration'
 import type { Dialect } from './database.js'
 import { createUsers } from './migrations/2026-11-22-create-users.js'
+import { countUsers } from './migrations/2026-11-24-count-users.js'
 
-function migrationsFor (dialect: Dialect): Record<string, Migration> {
+/** Every migration, by name, in the order they run. */
+export function migrations (dialect: Dialect): Record<string, Migration> {
   return {
-    '2026-11-22-create-users': createUsers(dialect)
+    '2026-11-22-create-users': createUsers(dialect),
+    '2026-11-24-count-users': countUsers(dialect)
   }
 }
 
 export async function migrateToLatest (db: Kysely<any>, dialect: Dialect): Promise<string[]> {
   const migrate = async (db: Kysely<any>) => {
-    const provider: MigrationProvider = { getMigrations: async () => migrationsFor(dialect) }
+    const provider: MigrationProvider = { getMigrations: async () => migrations(dialect) }
     const migrator = new Migrator({ db, provider, migrationTableSchema: await currentSchema(db, dialect) })
     const { error, results } = await migrator.migrateToLatest()
     if (error !== undefined) throw error

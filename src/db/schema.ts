@@ -8,8 +8,15 @@ export interface UsersTable {
   created_at: Generated<string>
 }
 
+/** How many users there are, spread over a few rows (migrations/2026-11-24-count-users.ts). */
+export interface UserCountsTable {
+  shard: number
+  total: number
+}
+
 export interface Database {
   users: UsersTable
+  user_counts: UserCountsTable
 }
 
 export type UserRow = Selectable<UsersTable>

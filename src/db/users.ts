@@ -9,9 +9,11 @@ export const MAX_USER_ID = 2_147_483_647
 export type UserSummary = Pick<UserRow, 'id' | 'name'>
 type NewUser = Pick<UserRow, 'name' | 'email'>
 
+/** A page: `limit` users after the id `after` (keyset), or after skipping `offset` of them. */
 export interface Page {
   limit: number
   offset: number
+  after?: number
 }
 
 export interface UserRepository {
@@ -34,13 +36,15 @@ export function createUserRepository ({ db, read, write }: QueryRunner): UserRep
       return user
     },
 
-    async list ({ limit, offset }) {
+    async list ({ limit, offset, after }) {
+      let page = db.selectFrom('users').select(['id', 'name']).orderBy('id').limit(limit).offset(offset)
+      if (after !== undefined) page = page.where('id', '>', after)
       // Both queries start in the same turn, so on SQLite they read the same snapshot.
       const [users, [count]] = await Promise.all([
-        read(db.selectFrom('users').select(['id', 'name']).orderBy('id').limit(limit).offset(offset).compile()),
-        read(db.selectFrom('users').select(sql<number | string>`count(*)`.as('total')).compile())
+        read(page.compile()),
+        read(db.selectFrom('user_counts').select(sql<number | string>`coalesce(sum(total), 0)`.as('total')).compile())
       ])
-      // PostgreSQL returns count(*) as a bigint string.
+      // PostgreSQL returns a sum of integers as a bigint, in a string.
       return { users, total: Number(count!.total) }
     }
   }

@@ -12,7 +12,8 @@ async function cors (app: FastifyInstance, options: { origin: true | string[] })
   await app.register(fastifyCors, {
     origin: options.origin,
     methods: ['GET', 'HEAD', 'POST', 'OPTIONS'],
-    exposedHeaders: ['Location', 'X-Total-Count', 'X-Request-Id', 'WWW-Authenticate'],
+    exposedHeaders: ['Location', 'X-Total-Count', 'Link', 'ETag', 'X-Request-Id', 'WWW-Authenticate', 'Retry-After',
+      'RateLimit-Limit', 'RateLimit-Remaining', 'RateLimit-Reset'],
     maxAge: 600,
     // An OPTIONS request without the preflight headers is answered 204 all the same.
     strictPreflight: false

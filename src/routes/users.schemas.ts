@@ -11,6 +11,15 @@ import { NO_NUL } from '../validation.js'
 
 const Limit = (defaultValue: number) => Type.Integer({ minimum: 1, maximum: 1000, default: defaultValue, description: 'Users per page.' })
 const Offset = Type.Integer({ minimum: 0, maximum: MAX_USER_ID, default: 0, description: 'Users to skip.' })
+const After = Type.Integer({
+  minimum: 0,
+  maximum: MAX_USER_ID,
+  description: 'Start after the user with this id (keyset pagination: every page costs the same, however deep). Not with `offset`.',
+  examples: [100]
+})
+const IfNoneMatch = Type.Object({
+  'if-none-match': Type.Optional(Type.String({ description: 'ETags from earlier answers; if one is current, the answer is 304 with no body.' }))
+})
 
 const Name = Type.String({ minLength: 1, maxLength: 200, pattern: NO_NUL, description: 'Any text without a NUL character.', examples: ['Ada'] })
 const Email = Type.String({
@@ -60,6 +69,12 @@ const ValidatedUser = Type.Object({
 export const userSchemas = [UserSummary, User, NewUser, UserToValidate, ValidatedUser]
 
 const LOCATION: HeaderSchema = { type: 'string', description: 'The new user\'s URL, `/users/{id}`.' }
+const ETAG: HeaderSchema = { type: 'string', description: 'A strong entity tag of this answer, for `If-None-Match`.' }
+const LINK: HeaderSchema = {
+  type: 'string',
+  description: 'RFC 8288 links: `rel="first"`, and `rel="next"` (the users after this page, by `after`) when the page is full.'
+}
+const notModified = Type.Null({ description: 'Not modified: `If-None-Match` names the current ETag. No body.', headers: { ETag: ETAG } })
 const TOTAL_COUNT: HeaderSchema = { type: 'integer', description: 'How many users are stored in all.' }
 
 const invalid = errorResponse('The request fails its schema; the message names the field.')
@@ -71,16 +86,19 @@ const databaseUnavailable = errorResponse('The database cannot do its work now, 
 
 export const ListUsersSchema = {
   summary: 'List stored users',
-  description: 'Users in ascending `id` order, one page at a time. `X-Total-Count` holds how many there are in all.',
+  description: 'Users in ascending `id` order, one page at a time: by `after` (the last id of the page before; every page costs the ' +
+    'same) or by `offset`. `Link` gives the next page and the first; `X-Total-Count` holds how many users there are in all.',
   operationId: 'listUsers',
   tags: ['users'],
-  querystring: Type.Object({ limit: Limit(100), offset: Offset }),
+  querystring: Type.Object({ limit: Limit(100), offset: Offset, after: Type.Optional(After) }),
+  headers: IfNoneMatch,
   response: {
     200: Type.Array(refTo(UserSummary), {
       description: 'One page of users.',
       examples: [[{ id: 1, name: 'Ada' }, { id: 2, name: 'Grace' }]],
-      headers: { 'X-Total-Count': TOTAL_COUNT }
+      headers: { 'X-Total-Count': TOTAL_COUNT, Link: LINK, ETag: ETAG }
     }),
+    304: notModified,
     400: invalid,
     503: databaseUnavailable
   }
@@ -95,8 +113,10 @@ export const GetUserSchema = {
   params: Type.Object({
     id: Type.String({ description: 'The user\'s integer id, in decimal.', examples: ['1'] })
   }),
+  headers: IfNoneMatch,
   response: {
-    200: refTo(User, { description: 'The user.' }),
+    200: refTo(User, { description: 'The user.', headers: { ETag: ETAG } }),
+    304: notModified,
     400: errorResponse('The path cannot be decoded, e.g. `/users/%zz`.'),
     404: errorResponse('No user has this id.'),
     503: databaseUnavailable

@@ -3,6 +3,7 @@ import { isUtf8 } from 'node:buffer'
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import type { FastifyReply } from 'fastify'
 import { AppError } from '../errors.js'
+import { conditionalGet } from '../plugins/conditional-get.js'
 import { MAX_USER_ID } from '../db/users.js'
 import { CreateUserSchema, createUserLinks, GetUserSchema, ListUsersSchema, ValidateUserSchema } from './users.schemas.js'
 
@@ -23,6 +24,17 @@ function isJson (text: string): boolean {
   } catch {
     return false
   }
+}
+
+/**
+ * RFC 8288 links from a page of users: `first`, and `next` (the users after this page's last)
+ * when the page is full, so that a client walks the whole table at the same cost per page.
+ */
+function pageLinks (limit: number, users: Array<{ id: number }>): string {
+  const links = [`</users?limit=${limit}>; rel="first"`]
+  const last = users.at(-1)
+  if (users.length === limit && last !== undefined) links.unshift(`</users?limit=${limit}&after=${last.id}>; rel="next"`)
+  return links.join(', ')
 }
 
 declare module 'fastify' {
@@ -52,13 +64,16 @@ const users: FastifyPluginAsyncTypebox = async (app) => {
     })
   })
 
-  app.get('/users', { schema: ListUsersSchema }, async (request, reply) => {
-    const { users, total } = await app.users.list(request.query)
+  app.get('/users', { schema: ListUsersSchema, onSend: conditionalGet }, async (request, reply) => {
+    const { limit, offset, after } = request.query
+    if (after !== undefined && offset !== 0) throw new AppError('querystring must not have both after and offset', 400)
+    const { users, total } = await app.users.list({ limit, offset, after })
     reply.header('x-total-count', total)
+    reply.header('link', pageLinks(limit, users))
     return users
   })
 
-  app.get('/users/:id', { schema: GetUserSchema }, async (request) => {
+  app.get('/users/:id', { schema: GetUserSchema, onSend: conditionalGet }, async (request) => {
     const { id } = request.params
     const userId = toUserId(id)
     const user = userId === undefined ? undefined : await app.users.findById(userId)

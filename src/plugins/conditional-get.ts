@@ -1,0 +1,42 @@
+/**
+ * Conditional reads (RFC 9110, section 13): a 200 carries a strong `ETag`, and a GET whose
+ * `If-None-Match` names it is answered `304 Not Modified` with no body. Used as the `onSend`
+ * hook of the routes that read users.
+ *
+ * The tag is a hash of what the answer says: its body and its `X-Total-Count`, since a new
+ * user changes the count of every page, not only the body of the last. (@fastify/etag hashes
+ * the body alone, and compares `If-None-Match` as one tag, where a client may send several,
+ * or `*`.)
+ */
+import { createHash } from 'node:crypto'
+import type { onSendHookHandler } from 'fastify'
+
+function tagOf (payload: string, totalCount: unknown): string {
+  const hash = createHash('sha256').update(payload)
+  if (totalCount !== undefined) hash.update(`\n${String(totalCount)}`)
+  return `"${hash.digest('base64url').slice(0, 27)}"`
+}
+
+/** Whether `If-None-Match` names the tag: `*`, or one of a list, compared weakly as the RFC says. */
+function namesTag (ifNoneMatch: string, tag: string): boolean {
+  if (ifNoneMatch.trim() === '*') return true
+  return ifNoneMatch.split(',').some((candidate) => candidate.trim().replace(/^W\//, '') === tag)
+}
+
+export const conditionalGet: onSendHookHandler<unknown> = (request, reply, payload, done) => {
+  if (reply.statusCode !== 200 || typeof payload !== 'string') {
+    done(null, payload)
+    return
+  }
+  const tag = tagOf(payload, reply.getHeader('x-total-count'))
+  reply.header('etag', tag)
+  const ifNoneMatch = request.headers['if-none-match']
+  if (ifNoneMatch !== undefined && namesTag(ifNoneMatch, tag)) {
+    // No body, so no Content-Type, and no Content-Length that Fastify would count as 0 (a 304
+    // may only give the length the 200 would have had).
+    reply.code(304).removeHeader('content-type')
+    done(null, null)
+    return
+  }
+  done(null, payload)
+}
