@@ -102,7 +102,7 @@ export async function buildApp (config: Config, options: BuildOptions = {}): Pro
     await api.register(requireTokensPlugin, { mode: config.auth })
     if (config.rateLimit !== undefined) await api.register(rateLimit, config.rateLimit)
     await api.register(root)
-    await api.register(users)
+    await api.register(users, { idempotencyKeyTtlMs: config.idempotencyKeyTtlMs })
   })
   await app.register(health)
   if (config.metrics) {

@@ -40,7 +40,8 @@ const EnvSchema = Type.Object({
   KEEP_ALIVE_TIMEOUT_MS: Type.Integer({ minimum: 1, default: 72_000 }),
   MAX_CONNECTIONS: Type.Optional(Type.Integer({ minimum: 1 })),
   METRICS: Type.Enum(['on', 'off'], { default: 'on' }),
-  TRUST_PROXY: Type.String({ default: 'off' })
+  TRUST_PROXY: Type.String({ default: 'off' }),
+  IDEMPOTENCY_KEY_TTL: Type.String({ pattern: DURATION.source, default: '24h' })
 })
 
 type Env = Static<typeof EnvSchema>
@@ -79,6 +80,8 @@ export interface Config {
    * nearest N hops, or those at these addresses or networks.
    */
   trustProxy: false | number | string[]
+  /** How long an `Idempotency-Key` of `POST /users` is kept, in milliseconds. */
+  idempotencyKeyTtlMs: number
 }
 
 /** A configuration mistake; its message is the one line printed before the process exits. */
@@ -165,7 +168,8 @@ export function loadConfig (environment: Record<string, string | undefined>): Co
     },
     maxConnections: parsed.MAX_CONNECTIONS ?? connectionsWithinDescriptorLimit(),
     metrics: parsed.METRICS === 'on',
-    trustProxy: parseTrustProxy(parsed.TRUST_PROXY)
+    trustProxy: parseTrustProxy(parsed.TRUST_PROXY),
+    idempotencyKeyTtlMs: parseDuration(parsed.IDEMPOTENCY_KEY_TTL) as number
   }
 }
 

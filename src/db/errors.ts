@@ -55,6 +55,12 @@ export async function fromDatabase<T> (work: () => Promise<T>): Promise<T> {
   }
 }
 
+/** The database refused a row because a unique index already holds its value. */
+export function isUniqueViolation (error: unknown): boolean {
+  const code = (error as { code?: unknown } | undefined)?.code
+  return code === '23505' || code === 'SQLITE_CONSTRAINT_UNIQUE'
+}
+
 /** The part of a pino logger the storage layer uses. */
 export interface OutageLogger {
   error: (details: object, message: string) => void

@@ -9,12 +9,14 @@ import { Migrator, type Migration, type MigrationProvider } from 'kysely/migrati
 import type { Dialect } from './database.js'
 import { createUsers } from './migrations/2026-11-22-create-users.js'
 import { countUsers } from './migrations/2026-11-24-count-users.js'
+import { idempotencyKeys } from './migrations/2026-11-24-idempotency-keys.js'
 
 /** Every migration, by name, in the order they run. */
 export function migrations (dialect: Dialect): Record<string, Migration> {
   return {
     '2026-11-22-create-users': createUsers(dialect),
-    '2026-11-24-count-users': countUsers(dialect)
+    '2026-11-24-count-users': countUsers(dialect),
+    '2026-11-24-idempotency-keys': idempotencyKeys()
   }
 }
 

@@ -6,6 +6,10 @@ export interface UsersTable {
   name: string
   email: string
   created_at: Generated<string>
+  /** The `Idempotency-Key` the user was created with, while it is kept; else null. */
+  idempotency_key: string | null
+  /** A hash of the request that created the user with that key. */
+  request_fingerprint: string | null
 }
 
 /** How many users there are, spread over a few rows (migrations/2026-11-24-count-users.ts). */

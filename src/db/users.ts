@@ -1,5 +1,6 @@
 /** Storage of user records; the only module that writes SQL for them. */
 import { sql } from 'kysely'
+import { isUniqueViolation } from './errors.js'
 import type { QueryRunner } from './queries.js'
 import type { UserRow } from './schema.js'
 
@@ -16,20 +17,70 @@ export interface Page {
   after?: number
 }
 
+/** An `Idempotency-Key`, the fingerprint of its request, and the oldest creation it still covers. */
+export interface IdempotencyKey {
+  key: string
+  fingerprint: string
+  /** Keys of users created before this time (ISO 8601, UTC) are forgotten. */
+  keptSince: string
+}
+
+/** A new user, the one an earlier request with the same key created, or that key's request differed. */
+export type CreateOnceOutcome = { id: number, replayed: boolean } | { differentRequest: true }
+
 export interface UserRepository {
   /** Stores a user; resolves once it is committed to the disk, with its new id. */
   create (user: NewUser): Promise<number>
+  /**
+   * Stores a user unless one was stored with the same key (and not forgotten): then answers
+   * with that user's id if the request was the same, or says it differed. The user and its key
+   * are committed together, so no crash can leave one without the other.
+   */
+  createOnce (user: NewUser, idempotency: IdempotencyKey): Promise<CreateOnceOutcome>
+  /** Forgets the keys of users created before `keptSince`. */
+  forgetIdempotencyKeys (keptSince: string): Promise<void>
   findById (id: number): Promise<UserSummary | undefined>
   /** One page in ascending id order, and how many users there are in all. */
   list (page: Page): Promise<{ users: UserSummary[], total: number }>
 }
 
 export function createUserRepository ({ db, read, write }: QueryRunner): UserRepository {
+  async function forgetIdempotencyKeys (keptSince: string): Promise<void> {
+    await write(db.updateTable('users')
+      .set({ idempotency_key: null, request_fingerprint: null })
+      .where('idempotency_key', 'is not', null)
+      .where('created_at', '<', keptSince)
+      .compile())
+  }
+
   return {
     async create ({ name, email }) {
       const [row] = await write(db.insertInto('users').values({ name, email }).returning('id').compile())
       return row!.id
     },
+
+    async createOnce ({ name, email }, { key, fingerprint, keptSince }) {
+      const insert = db.insertInto('users').values({ name, email, idempotency_key: key, request_fingerprint: fingerprint }).returning('id').compile()
+      const findEarlier = db.selectFrom('users').select(['id', 'request_fingerprint', 'created_at']).where('idempotency_key', '=', key).compile()
+      // A key forgotten late is cleared, and the insert tried once more; a key taken again
+      // meanwhile is then the earlier request's.
+      for (let attempt = 1; ; attempt++) {
+        try {
+          const [row] = await write(insert)
+          return { id: row!.id, replayed: false }
+        } catch (error) {
+          if (!isUniqueViolation(error)) throw error
+        }
+        const [earlier] = await read(findEarlier)
+        if (earlier !== undefined && (earlier.created_at >= keptSince || attempt === 2)) {
+          return earlier.request_fingerprint === fingerprint ? { id: earlier.id, replayed: true } : { differentRequest: true }
+        }
+        if (attempt === 2) throw new Error(`Idempotency-Key ${JSON.stringify(key)} is neither free nor held`)
+        await forgetIdempotencyKeys(keptSince)
+      }
+    },
+
+    forgetIdempotencyKeys,
 
     async findById (id) {
       const [user] = await read(db.selectFrom('users').select(['id', 'name']).where('id', '=', id).compile())

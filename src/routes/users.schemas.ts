@@ -17,6 +17,17 @@ const After = Type.Integer({
   description: 'Start after the user with this id (keyset pagination: every page costs the same, however deep). Not with `offset`.',
   examples: [100]
 })
+const IdempotencyKey = Type.Object({
+  'idempotency-key': Type.Optional(Type.String({
+    minLength: 1,
+    maxLength: 255,
+    pattern: '^[\\x21-\\x7e]+$',
+    description: 'Makes the request safe to retry (IETF draft `Idempotency-Key`): a retry with the same key and the same body is answered ' +
+      'as the first was, and stores nothing new. Use a new random value, a UUID say, for each user to create; keys are kept 24 hours ' +
+      '(`IDEMPOTENCY_KEY_TTL`).',
+    examples: ['8e03978e-40d5-43e8-bc93-6894a57f9324']
+  }))
+})
 const IfNoneMatch = Type.Object({
   'if-none-match': Type.Optional(Type.String({ description: 'ETags from earlier answers; if one is current, the answer is 304 with no body.' }))
 })
@@ -69,6 +80,11 @@ const ValidatedUser = Type.Object({
 export const userSchemas = [UserSummary, User, NewUser, UserToValidate, ValidatedUser]
 
 const LOCATION: HeaderSchema = { type: 'string', description: 'The new user\'s URL, `/users/{id}`.' }
+const REPLAYED: HeaderSchema = {
+  type: 'string',
+  description: '`true` when the answer is the one given to an earlier request with the same `Idempotency-Key`; nothing new was stored.',
+  required: false
+}
 const ETAG: HeaderSchema = { type: 'string', description: 'A strong entity tag of this answer, for `If-None-Match`.' }
 const LINK: HeaderSchema = {
   type: 'string',
@@ -129,10 +145,16 @@ export const CreateUserSchema = {
     '`Location` points at the new user. A 201 means the user is committed.',
   operationId: 'createUser',
   tags: ['users'],
+  headers: IdempotencyKey,
   body: refTo(NewUser),
   response: {
-    201: refTo(NewUser, { description: 'Stored: the body exactly as sent, byte for byte.', headers: { Location: LOCATION } }),
+    201: refTo(NewUser, {
+      description: 'Stored: the body exactly as sent, byte for byte; on a retry with the same `Idempotency-Key`, the first answer again.',
+      headers: { Location: LOCATION, 'Idempotent-Replayed': REPLAYED }
+    }),
     400: invalid,
+    409: errorResponse('A request with this `Idempotency-Key` is still being answered by this instance; retry shortly.'),
+    422: errorResponse('This `Idempotency-Key` was used with a different body.'),
     413: tooLarge,
     415: unsupported,
     503: databaseUnavailable

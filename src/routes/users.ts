@@ -1,10 +1,11 @@
 /** User records: list, look up and store (seed §4.2–4.4), and the validation showcase (§4.6). */
 import { isUtf8 } from 'node:buffer'
+import { createHash } from 'node:crypto'
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import type { FastifyReply } from 'fastify'
 import { AppError } from '../errors.js'
 import { conditionalGet } from '../plugins/conditional-get.js'
-import { MAX_USER_ID } from '../db/users.js'
+import { MAX_USER_ID, type CreateOnceOutcome } from '../db/users.js'
 import { CreateUserSchema, createUserLinks, GetUserSchema, ListUsersSchema, ValidateUserSchema } from './users.schemas.js'
 
 /** Only the canonical decimal form names a user, so each user has exactly one URL. */
@@ -44,7 +45,16 @@ declare module 'fastify' {
   }
 }
 
-const users: FastifyPluginAsyncTypebox = async (app) => {
+/** How often keys past their time are cleared from the database (they are ignored at once). */
+const FORGET_EVERY_MS = 3_600_000
+
+const users: FastifyPluginAsyncTypebox<{ idempotencyKeyTtlMs: number }> = async (app, { idempotencyKeyTtlMs }) => {
+  const keptSince = () => new Date(Date.now() - idempotencyKeyTtlMs).toISOString()
+  const forget = setInterval(() => { app.users.forgetIdempotencyKeys(keptSince()).catch(() => {}) }, FORGET_EVERY_MS).unref()
+  app.addHook('onClose', async () => { clearInterval(forget) })
+  /** Keys whose first request this process is still answering. */
+  const inFlight = new Set<string>()
+
   // JSON bodies are kept as the bytes that arrived, besides being parsed, so that POST /users
   // answers with exactly those: serialising the parsed body again would move integer-like
   // keys to the front, turn 1e400 into null, and could fail after the user was stored.
@@ -83,8 +93,28 @@ const users: FastifyPluginAsyncTypebox = async (app) => {
 
   app.post('/users', { schema: CreateUserSchema, links: createUserLinks }, async (request, reply) => {
     const { name, email } = request.body
-    const id = await app.users.create({ name, email })
-    // The schema types the body as parsed; what goes out is the same JSON, as bytes.
+    const key = request.headers['idempotency-key']
+    let id: number
+    if (key === undefined) {
+      id = await app.users.create({ name, email })
+    } else {
+      // A retry that arrives while this process still answers the first is told so; one that
+      // arrives at another instance waits, in the database, for the first to commit.
+      if (inFlight.has(key)) throw new AppError('A request with this Idempotency-Key is still being answered: retry shortly', 409)
+      inFlight.add(key)
+      let outcome: CreateOnceOutcome
+      try {
+        const fingerprint = createHash('sha256').update(request.bodyBytes ?? '').digest('base64url')
+        outcome = await app.users.createOnce({ name, email }, { key, fingerprint, keptSince: keptSince() })
+      } finally {
+        inFlight.delete(key)
+      }
+      if ('differentRequest' in outcome) throw new AppError('This Idempotency-Key was used with a different request body', 422)
+      id = outcome.id
+      if (outcome.replayed) reply.header('idempotent-replayed', 'true')
+    }
+    // The schema types the body as parsed; what goes out is the same JSON, as bytes (on a
+    // replay, the retry's bytes, which are the first request's: their fingerprints match).
     const raw: FastifyReply = reply
     return raw.code(201).header('location', `/users/${id}`).type('application/json; charset=utf-8').send(request.bodyBytes)
   })
