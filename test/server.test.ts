@@ -4,6 +4,7 @@ import http from 'node:http'
 import { join } from 'node:path'
 import { after, describe, test } from 'node:test'
 import { bundle } from '../scripts/build.js'
+import { migrations } from '../src/db/migrate.js'
 import { postgresQuery, postJsonOver, rawRequest, temporaryFolder, testDatabases } from './helpers.js'
 import { behindPgBouncer } from './pgbouncer.js'
 import { repositoryRoot, runNode, runScript, signalGroup, startService } from './process.js'
@@ -148,7 +149,7 @@ for (const database of [...testDatabases, behindPgBouncer]) {
       const env = { DATABASE_URL: await database.url(t) }
       const first = await runScript('cli/migrate.ts', env)
       assert.equal(first.code, 0, first.stderr)
-      assert.match(first.stdout, /^Applied: 2026-11-22-create-users$/m)
+      assert.equal(first.stdout, `Applied: ${Object.keys(migrations('sqlite')).join(', ')}\n`)
       const second = await runScript('cli/migrate.ts', env)
       assert.equal(second.code, 0, second.stderr)
       assert.match(second.stdout, /^Schema is up to date\.$/m)
