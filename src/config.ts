@@ -41,7 +41,9 @@ const EnvSchema = Type.Object({
   MAX_CONNECTIONS: Type.Optional(Type.Integer({ minimum: 1 })),
   METRICS: Type.Enum(['on', 'off'], { default: 'on' }),
   TRUST_PROXY: Type.String({ default: 'off' }),
-  IDEMPOTENCY_KEY_TTL: Type.String({ pattern: DURATION.source, default: '24h' })
+  IDEMPOTENCY_KEY_TTL: Type.String({ pattern: DURATION.source, default: '24h' }),
+  SHUTDOWN_DRAIN_MS: Type.Optional(Type.Integer({ minimum: 0, maximum: 600_000 })),
+  REDIS_URL: Type.Optional(Type.String({ pattern: '^rediss?://' }))
 })
 
 type Env = Static<typeof EnvSchema>
@@ -66,7 +68,7 @@ export interface Config {
   bodyLimit: number
   staticDir: string
   /** Requests per client address per window on API routes; undefined when off. */
-  rateLimit: { max: number, windowMs: number } | undefined
+  rateLimit: { max: number, windowMs: number, redisUrl: string | undefined } | undefined
   /** Above these, API routes answer 503 instead of queueing more work; 0 turns one off. */
   overload: { maxEventLoopDelayMs: number, maxHeapBytes: number }
   /** How long a client may take to send its headers, its whole request, and its next request. */
@@ -82,6 +84,8 @@ export interface Config {
   trustProxy: false | number | string[]
   /** How long an `Idempotency-Key` of `POST /users` is kept, in milliseconds. */
   idempotencyKeyTtlMs: number
+  /** After SIGTERM, how long the service goes on answering, `/ready` saying 503, before it closes. */
+  shutdownDrainMs: number
 }
 
 /** A configuration mistake; its message is the one line printed before the process exits. */
@@ -90,7 +94,7 @@ export class ConfigError extends Error {
 }
 
 /** Never echoed in an error message: they may hold credentials. */
-const SECRET_VARIABLES = new Set(['DATABASE_URL', 'JWT_SECRET'])
+const SECRET_VARIABLES = new Set(['DATABASE_URL', 'JWT_SECRET', 'REDIS_URL'])
 
 const validateEnv = createCoercingAjv().compile<Env>(EnvSchema)
 
@@ -156,7 +160,7 @@ export function loadConfig (environment: Record<string, string | undefined>): Co
     staticDir: parsed.STATIC_DIR,
     rateLimit: parsed.RATE_LIMIT_MAX === undefined
       ? undefined
-      : { max: parsed.RATE_LIMIT_MAX, windowMs: parseDuration(parsed.RATE_LIMIT_WINDOW) as number },
+      : { max: parsed.RATE_LIMIT_MAX, windowMs: parseDuration(parsed.RATE_LIMIT_WINDOW) as number, redisUrl: parsed.REDIS_URL },
     overload: {
       maxEventLoopDelayMs: parsed.OVERLOAD_MAX_EVENT_LOOP_DELAY_MS,
       maxHeapBytes: parsed.OVERLOAD_MAX_HEAP_MB * 1024 * 1024
@@ -169,7 +173,10 @@ export function loadConfig (environment: Record<string, string | undefined>): Co
     maxConnections: parsed.MAX_CONNECTIONS ?? connectionsWithinDescriptorLimit(),
     metrics: parsed.METRICS === 'on',
     trustProxy: parseTrustProxy(parsed.TRUST_PROXY),
-    idempotencyKeyTtlMs: parseDuration(parsed.IDEMPOTENCY_KEY_TTL) as number
+    idempotencyKeyTtlMs: parseDuration(parsed.IDEMPOTENCY_KEY_TTL) as number,
+    // Behind a load balancer (production) it takes a few health checks to notice; at a
+    // terminal or in tests there is none to wait for.
+    shutdownDrainMs: parsed.SHUTDOWN_DRAIN_MS ?? (production ? DEFAULT_DRAIN_MS : 0)
   }
 }
 
@@ -188,6 +195,8 @@ function parseTrustProxy (text: string): Config['trustProxy'] {
   if (entries.every(isAddressOrNetwork)) return entries
   throw new ConfigError(`TRUST_PROXY must be off, a hop count from 1 to 99, or a comma-separated list of addresses and networks such as 10.0.0.0/8 (got ${JSON.stringify(text)})`)
 }
+
+const DEFAULT_DRAIN_MS = 5000
 
 /** Descriptors kept for everything but client connections: database files and sockets, logs. */
 const RESERVED_DESCRIPTORS = 128

@@ -1,10 +1,13 @@
 /**
  * Starts the service: reads the configuration, builds the app, listens, and shuts down
- * gracefully. On SIGTERM or SIGINT it stops accepting connections, lets requests in flight
- * finish (at most 10 s, then it exits 1), closes the database and exits 0.
+ * gracefully. On SIGTERM it first drains for SHUTDOWN_DRAIN_MS (`/ready` answers 503 so load
+ * balancers stop sending, every other request is still answered, with `Connection: close`).
+ * Then, or at once on SIGINT (Ctrl-C), it stops accepting connections, lets requests in
+ * flight finish (at most 10 s, then it exits 1), closes the database and exits 0.
  */
 import './supported-node.js'
 import { createRequire } from 'node:module'
+import { setTimeout as sleep } from 'node:timers/promises'
 import closeWithGrace from 'close-with-grace'
 import type { DestinationStream } from 'pino'
 import { buildApp } from './app.js'
@@ -53,9 +56,15 @@ async function appOrExit (config: Config) {
 const config = configOrExit()
 const app = await appOrExit(config)
 
-closeWithGrace({ delay: SHUTDOWN_GRACE_MS, logger: app.log }, async ({ signal, err }) => {
-  if (err !== undefined) app.log.fatal({ err }, 'fatal error, shutting down')
-  else app.log.info({ signal }, 'shutting down: finishing requests in flight')
+closeWithGrace({ delay: config.shutdownDrainMs + SHUTDOWN_GRACE_MS, logger: app.log }, async ({ signal, err }) => {
+  if (err !== undefined) {
+    app.log.fatal({ err }, 'fatal error, shutting down')
+  } else if (signal === 'SIGTERM' && config.shutdownDrainMs > 0) {
+    app.log.info({ signal, drainMs: config.shutdownDrainMs }, 'draining: /ready answers 503, requests are still answered')
+    app.startDraining()
+    await sleep(config.shutdownDrainMs)
+  }
+  if (err === undefined) app.log.info({ signal }, 'shutting down: finishing requests in flight')
   await app.close()
 })
 

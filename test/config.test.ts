@@ -84,6 +84,13 @@ test('a bad value is refused with one line naming the variable', () => {
   }
 })
 
+test('SHUTDOWN_DRAIN_MS is 5000 in production and 0 elsewhere, unless set', () => {
+  assert.equal(loadConfig({}).shutdownDrainMs, 0)
+  assert.equal(loadConfig({ NODE_ENV: 'production', JWT_SECRET: 'x'.repeat(32) }).shutdownDrainMs, 5000)
+  assert.equal(loadConfig({ NODE_ENV: 'production', JWT_SECRET: 'x'.repeat(32), SHUTDOWN_DRAIN_MS: '0' }).shutdownDrainMs, 0)
+  assert.equal(loadConfig({ SHUTDOWN_DRAIN_MS: '250' }).shutdownDrainMs, 250)
+})
+
 test('TRUST_PROXY is off by default, or a hop count, or addresses and networks', () => {
   assert.equal(loadConfig({}).trustProxy, false)
   assert.equal(loadConfig({ TRUST_PROXY: '2' }).trustProxy, 2)

@@ -3,6 +3,7 @@ import { existsSync, rmSync, writeFileSync } from 'node:fs'
 import http from 'node:http'
 import { join } from 'node:path'
 import { after, describe, test } from 'node:test'
+import { setTimeout as sleep } from 'node:timers/promises'
 import { bundle } from '../scripts/build.js'
 import { migrations } from '../src/db/migrate.js'
 import { postgresQuery, postJsonOver, rawRequest, temporaryFolder, testDatabases } from './helpers.js'
@@ -32,6 +33,31 @@ test('start-up prints the listening address and the docs URL in its first lines'
   assert.match(firstLines, new RegExp(`API documentation at http://127\\.0\\.0\\.1:${service.port}/documentation`))
   assert.ok(existsSync(join(folder, 'data', 'app.db')), 'the database file and its folder are created')
   assert.equal((await rawRequest(service.port, { path: '/health' })).statusCode, 200)
+})
+
+test('SIGTERM drains: /ready answers 503 at once, other requests are still answered with Connection: close, then it exits 0', async (t) => {
+  const folder = temporaryFolder(t)
+  const service = await startService(t, { DATABASE_URL: `sqlite:${join(folder, 'app.db')}`, SHUTDOWN_DRAIN_MS: '1500' })
+  assert.equal((await rawRequest(service.port, { path: '/ready' })).statusCode, 200)
+  const signalled = Date.now()
+  service.child.kill('SIGTERM')
+  await sleep(200)
+  const ready = await rawRequest(service.port, { path: '/ready' })
+  assert.deepEqual([ready.statusCode, JSON.parse(ready.body)], [503, { error: 'Shutting down' }])
+  const health = await rawRequest(service.port, { path: '/health' })
+  assert.deepEqual([health.statusCode, health.headers.connection], [200, 'close'])
+  assert.equal((await postJsonOver(service.port, '/users', { name: 'Ada', email: 'ada@example.com' })).statusCode, 201)
+  assert.deepEqual(await service.exited, { code: 0, signal: null })
+  const ms = Date.now() - signalled
+  assert.ok(ms >= 1500 && ms < 4500, `exited ${ms} ms after SIGTERM`)
+})
+
+test('SIGINT (Ctrl-C) does not drain: the process closes at once', async (t) => {
+  const service = await startService(t, { DATABASE_URL: 'sqlite::memory:', SHUTDOWN_DRAIN_MS: '5000' })
+  const signalled = Date.now()
+  service.child.kill('SIGINT')
+  assert.deepEqual(await service.exited, { code: 0, signal: null })
+  assert.ok(Date.now() - signalled < 2000, `exited ${Date.now() - signalled} ms after SIGINT`)
 })
 
 test('a bad setting stops start-up with one line naming the variable, and a non-zero exit', async () => {

@@ -2,9 +2,16 @@
  * Rate limiting for the API routes, per client address, when RATE_LIMIT_MAX is set. Answers
  * 429 with Retry-After and the IETF draft's RateLimit-* headers, which every answer the
  * limiter saw carries too (a request shed for overload is answered before it).
+ *
+ * With REDIS_URL the counters live in Redis, so that instances share one budget per client.
+ * A limiter must never be why a request fails: while Redis cannot answer, requests are served
+ * without limiting (one warning as it goes, one line as it is back), and commands fail fast
+ * instead of queueing, so that no request waits for a Redis that is gone.
  */
+import { once } from 'node:events'
 import rateLimit from '@fastify/rate-limit'
 import type { FastifyInstance } from 'fastify'
+import { Redis } from 'ioredis'
 import fp from 'fastify-plugin'
 import { AppError, errorResponse, RETRY_AFTER } from '../errors.js'
 import { addHeaders, addResponses, type HeaderSchema } from '../route-schemas.js'
@@ -15,11 +22,43 @@ const RATE_LIMIT_HEADERS: Record<string, HeaderSchema> = {
   'RateLimit-Reset': { type: 'integer', description: 'Seconds until the window resets.', required: false }
 }
 
-async function rateLimitPlugin (app: FastifyInstance, options: { max: number, windowMs: number }): Promise<void> {
+const CONNECT_TIMEOUT_MS = 1000
+
+/**
+ * Redis for the counters, failing fast while it is unreachable, reconnecting by itself. Start-up
+ * waits for the first connection for as long as one attempt may take, not longer: a service
+ * whose Redis is down starts all the same, unlimited until Redis is back.
+ */
+async function sharedCounters (app: FastifyInstance, url: string): Promise<Redis> {
+  const redis = new Redis(url, {
+    enableOfflineQueue: false,
+    maxRetriesPerRequest: 1,
+    connectTimeout: CONNECT_TIMEOUT_MS,
+    commandTimeout: 250,
+    retryStrategy: (attempt) => Math.min(attempt * 200, 2000)
+  })
+  let available = true
+  redis.on('error', (error: Error) => {
+    if (!available) return
+    available = false
+    app.log.warn({ err: error }, 'Redis unavailable: requests are served without rate limiting until it is back')
+  })
+  redis.on('ready', () => {
+    if (available) return
+    available = true
+    app.log.info('Redis available again: rate limiting is back')
+  })
+  app.addHook('onClose', async () => { redis.disconnect() })
+  await once(redis, 'ready', { signal: AbortSignal.timeout(CONNECT_TIMEOUT_MS) }).catch(() => {})
+  return redis
+}
+
+async function rateLimitPlugin (app: FastifyInstance, options: { max: number, windowMs: number, redisUrl: string | undefined }): Promise<void> {
   await app.register(rateLimit, {
     max: options.max,
     timeWindow: options.windowMs,
     enableDraftSpec: true,
+    ...(options.redisUrl !== undefined && { redis: await sharedCounters(app, options.redisUrl), nameSpace: 'user-records-rate-limit:', skipOnError: true }),
     errorResponseBuilder: (_request, context) => new AppError(`Rate limit exceeded: retry in ${context.after}`, 429)
   })
   const limited = errorResponse('Too many requests from this client; retry after `Retry-After` seconds.', { 'Retry-After': RETRY_AFTER })

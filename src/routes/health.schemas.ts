@@ -23,6 +23,6 @@ export const ReadySchema = {
   tags: ['operations'],
   response: {
     200: refTo(Status, { description: 'The database can do its work.' }),
-    503: errorResponse('The database cannot do its work now.')
+    503: errorResponse('The database cannot do its work now, or the service is shutting down (`Shutting down`, from SIGTERM on).')
   }
 }

@@ -7,6 +7,7 @@ const health: FastifyPluginAsyncTypebox = async (app) => {
   app.get('/health', { schema: HealthSchema }, async () => ({ status: 'ok' as const }))
 
   app.get('/ready', { schema: ReadySchema }, async () => {
+    if (app.draining) throw new AppError('Shutting down', 503)
     try {
       await app.checkDatabase()
     } catch {

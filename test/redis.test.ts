@@ -1,0 +1,71 @@
+/**
+ * Rate limits shared by instances through Redis (REDIS_URL), against the Redis that
+ * TEST_REDIS_URL names (CI starts the machine's, on 127.0.0.1:6379).
+ */
+import assert from 'node:assert/strict'
+import { randomInt } from 'node:crypto'
+import { describe, test } from 'node:test'
+import { setTimeout as sleep } from 'node:timers/promises'
+import { captureLogs, testApp } from './helpers.js'
+import { startTcpProxy } from './tcp-proxy.js'
+
+const redisUrl = process.env.TEST_REDIS_URL
+
+/** A client address of its own for each test, so that runs never share a counter in Redis. */
+const someClient = () => `10.${randomInt(256)}.${randomInt(256)}.${randomInt(1, 255)}`
+
+describe('rate limits shared through Redis', { skip: redisUrl === undefined ? 'TEST_REDIS_URL is not set' : false }, () => {
+  test('two instances with the same REDIS_URL share one budget per client', async (t) => {
+    const env = { RATE_LIMIT_MAX: '3', REDIS_URL: redisUrl as string }
+    const instances = [await testApp(t, env), await testApp(t, env)]
+    const client = someClient()
+    const statuses = []
+    for (let i = 0; i < 5; i++) statuses.push((await instances[i % 2]!.inject({ url: '/', remoteAddress: client })).statusCode)
+    assert.deepEqual(statuses, [200, 200, 200, 429, 429])
+    const answer = await instances[1]!.inject({ url: '/', remoteAddress: someClient() })
+    assert.deepEqual([answer.statusCode, answer.headers['ratelimit-remaining']], [200, '2'], 'another client has a budget of its own')
+  })
+
+  test('while Redis is unreachable, requests are served without limiting and one warning is logged; limiting comes back by itself', async (t) => {
+    const redis = new URL(redisUrl as string)
+    const proxy = await startTcpProxy(t, { host: redis.hostname, port: Number(redis.port || 6379) })
+    const logs = captureLogs()
+    const app = await testApp(t, { RATE_LIMIT_MAX: '2', REDIS_URL: `redis://127.0.0.1:${proxy.port}`, LOG_LEVEL: 'info' }, logs.stream)
+    const requests = async (client: string, count: number) => {
+      const statuses = []
+      for (let i = 0; i < count; i++) statuses.push((await app.inject({ url: '/', remoteAddress: client })).statusCode)
+      return statuses
+    }
+    assert.deepEqual(await requests(someClient(), 3), [200, 200, 429])
+
+    proxy.cut()
+    const started = performance.now()
+    assert.deepEqual(await requests(someClient(), 20), Array(20).fill(200))
+    const ms = performance.now() - started
+    assert.ok(ms < 3000, `20 requests took ${ms.toFixed(0)} ms without Redis`)
+    await sleep(1500)
+    assert.equal(logs.lines.filter((line) => /^Redis unavailable/.test(line.msg)).length, 1, 'one warning, not one a request or a reconnection')
+
+    proxy.restore()
+    let limited = false
+    for (let attempt = 0; attempt < 50 && !limited; attempt++) {
+      await sleep(100)
+      limited = (await requests(someClient(), 3))[2] === 429
+    }
+    assert.ok(limited, 'limiting is back once Redis is')
+    assert.equal(logs.lines.filter((line) => /^Redis available again/.test(line.msg)).length, 1)
+  })
+
+  test('a service whose Redis is down at start-up starts all the same, unlimited, with one warning', async (t) => {
+    const redis = new URL(redisUrl as string)
+    const proxy = await startTcpProxy(t, { host: redis.hostname, port: Number(redis.port || 6379) })
+    proxy.cut()
+    const logs = captureLogs()
+    const started = performance.now()
+    const app = await testApp(t, { RATE_LIMIT_MAX: '1', REDIS_URL: `redis://127.0.0.1:${proxy.port}`, LOG_LEVEL: 'info' }, logs.stream)
+    const client = someClient()
+    assert.deepEqual([(await app.inject({ url: '/', remoteAddress: client })).statusCode, (await app.inject({ url: '/', remoteAddress: client })).statusCode], [200, 200])
+    assert.ok(performance.now() - started < 3000)
+    assert.equal(logs.lines.filter((line) => /^Redis unavailable/.test(line.msg)).length, 1)
+  })
+})
