@@ -48,6 +48,12 @@ const EnvSchema = Type.Object({
 
 type Env = Static<typeof EnvSchema>
 
+/** Every variable the service reads. */
+export const SETTINGS = Object.keys(EnvSchema.properties)
+
+/** After the drain, how long requests in flight have to finish before the process exits 1. */
+export const SHUTDOWN_GRACE_MS = 10_000
+
 export type AuthMode = Env['AUTH']
 
 export type DatabaseConfig =

@@ -11,10 +11,9 @@ import { setTimeout as sleep } from 'node:timers/promises'
 import closeWithGrace from 'close-with-grace'
 import type { DestinationStream } from 'pino'
 import { buildApp } from './app.js'
-import { ConfigError, loadConfig, readEnvironment, type Config } from './config.js'
+import { ConfigError, loadConfig, readEnvironment, SHUTDOWN_GRACE_MS, type Config } from './config.js'
 import { DatabaseStartupError } from './plugins/storage.js'
 
-const SHUTDOWN_GRACE_MS = 10_000
 
 function configOrExit (): Config {
   try {
