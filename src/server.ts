@@ -14,7 +14,6 @@ import { buildApp } from './app.js'
 import { ConfigError, loadConfig, readEnvironment, SHUTDOWN_GRACE_MS, type Config } from './config.js'
 import { DatabaseStartupError } from './plugins/storage.js'
 
-
 function configOrExit (): Config {
   try {
     return loadConfig(readEnvironment())
