@@ -5,6 +5,7 @@
  */
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox'
 import Fastify, { LogController, type FastifyInstance } from 'fastify'
+import { trace } from '@opentelemetry/api'
 import type { DestinationStream } from 'pino'
 import type { Config } from './config.js'
 import { answerClientError, ErrorSchema, registerErrorHandlers, replyWithFrameworkError } from './errors.js'
@@ -26,11 +27,22 @@ import root from './routes/root.js'
 import { greetingSchemas } from './routes/root.schemas.js'
 import users from './routes/users.js'
 import { userSchemas } from './routes/users.schemas.js'
+import type { Tracing } from './tracing.js'
 import { createValidatorCompiler, formatSchemaError } from './validation.js'
 
 export interface BuildOptions {
   /** Where log lines go; standard output when absent. */
   logStream?: DestinationStream
+  /** Traces of requests and queries (`src/tracing.ts`), when the environment asks for them. */
+  tracing?: Pick<Tracing, 'plugin'>
+}
+
+/** The ids of the trace a log line is written in, so that logs and traces can be joined. */
+function traceIds (): object {
+  const span = trace.getActiveSpan()
+  if (span === undefined) return {}
+  const { traceId, spanId } = span.spanContext()
+  return { trace_id: traceId, span_id: spanId }
 }
 
 /**
@@ -48,6 +60,7 @@ function loggerOptions (config: Config, options: BuildOptions) {
   return {
     level: config.logLevel,
     redact: { paths: REDACTED_PATHS, censor: '[redacted]' },
+    ...(options.tracing !== undefined && { mixin: traceIds }),
     ...(options.logStream && { stream: options.logStream })
   }
 }
@@ -81,6 +94,8 @@ export async function buildApp (config: Config, options: BuildOptions = {}): Pro
   const namedSchemas = [ErrorSchema, ...statusSchemas, ...greetingSchemas, ...userSchemas]
   for (const schema of namedSchemas) app.addSchema(schema)
   app.setValidatorCompiler(createValidatorCompiler(namedSchemas))
+  // First, so that every route and hook is instrumented.
+  if (options.tracing !== undefined) await app.register(options.tracing.plugin)
   // Bodies are JSON or nothing: without this, text/plain would be parsed as a string.
   app.removeContentTypeParser('text/plain')
   registerErrorHandlers(app)
@@ -90,7 +105,7 @@ export async function buildApp (config: Config, options: BuildOptions = {}): Pro
   await app.register(securityHeaders)
   await app.register(cors, { origin: config.corsOrigin })
   await app.register(docs, { auth: config.auth })
-  await app.register(storage, { database: config.database })
+  await app.register(storage, { database: config.database, traced: options.tracing !== undefined })
   if (config.metrics) await app.register(metricsCollection)
   await app.register(auth, { jwt: config.jwt })
   await app.register(staticFiles, { root: config.staticDir })

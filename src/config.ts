@@ -43,7 +43,11 @@ const EnvSchema = Type.Object({
   TRUST_PROXY: Type.String({ default: 'off' }),
   IDEMPOTENCY_KEY_TTL: Type.String({ pattern: DURATION.source, default: '24h' }),
   SHUTDOWN_DRAIN_MS: Type.Optional(Type.Integer({ minimum: 0, maximum: 600_000 })),
-  REDIS_URL: Type.Optional(Type.String({ pattern: '^rediss?://' }))
+  REDIS_URL: Type.Optional(Type.String({ pattern: '^rediss?://' })),
+  // OpenTelemetry's standard variables: either endpoint turns tracing on; the exporter reads them.
+  OTEL_EXPORTER_OTLP_ENDPOINT: Type.Optional(Type.String({ minLength: 1 })),
+  OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: Type.Optional(Type.String({ minLength: 1 })),
+  OTEL_SERVICE_NAME: Type.String({ minLength: 1, default: 'user-records-service' })
 })
 
 type Env = Static<typeof EnvSchema>
@@ -92,6 +96,8 @@ export interface Config {
   idempotencyKeyTtlMs: number
   /** After SIGTERM, how long the service goes on answering, `/ready` saying 503, before it closes. */
   shutdownDrainMs: number
+  /** Traces over OTLP, with the service's name in them; undefined when off. */
+  tracing: { serviceName: string } | undefined
 }
 
 /** A configuration mistake; its message is the one line printed before the process exits. */
@@ -182,7 +188,10 @@ export function loadConfig (environment: Record<string, string | undefined>): Co
     idempotencyKeyTtlMs: parseDuration(parsed.IDEMPOTENCY_KEY_TTL) as number,
     // Behind a load balancer (production) it takes a few health checks to notice; at a
     // terminal or in tests there is none to wait for.
-    shutdownDrainMs: parsed.SHUTDOWN_DRAIN_MS ?? (production ? DEFAULT_DRAIN_MS : 0)
+    shutdownDrainMs: parsed.SHUTDOWN_DRAIN_MS ?? (production ? DEFAULT_DRAIN_MS : 0),
+    tracing: parsed.OTEL_EXPORTER_OTLP_ENDPOINT === undefined && parsed.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT === undefined
+      ? undefined
+      : { serviceName: parsed.OTEL_SERVICE_NAME }
   }
 }
 

@@ -13,6 +13,7 @@ import type { DestinationStream } from 'pino'
 import { buildApp } from './app.js'
 import { ConfigError, loadConfig, readEnvironment, SHUTDOWN_GRACE_MS, type Config } from './config.js'
 import { DatabaseStartupError } from './plugins/storage.js'
+import type { Tracing } from './tracing.js'
 
 function configOrExit (): Config {
   try {
@@ -41,9 +42,9 @@ function prettyLogStream (): DestinationStream | undefined {
   return pretty.build({ translateTime: 'HH:MM:ss.l', ignore: 'pid,hostname' })
 }
 
-async function appOrExit (config: Config) {
+async function appOrExit (config: Config, tracing: Tracing | undefined) {
   try {
-    return await buildApp(config, { logStream: prettyLogStream() })
+    return await buildApp(config, { logStream: prettyLogStream(), tracing })
   } catch (error) {
     if (!(error instanceof DatabaseStartupError)) throw error
     process.stderr.write(`Start-up failed: ${error.message.replace(/\s+/g, ' ')}\n`)
@@ -52,7 +53,10 @@ async function appOrExit (config: Config) {
 }
 
 const config = configOrExit()
-const app = await appOrExit(config)
+// Loaded only when the environment asks for traces, so that without them nothing of
+// OpenTelemetry's SDK runs.
+const tracing = config.tracing === undefined ? undefined : (await import('./tracing.js')).startTracing(config.tracing.serviceName)
+const app = await appOrExit(config, tracing)
 
 closeWithGrace({ delay: config.shutdownDrainMs + SHUTDOWN_GRACE_MS, logger: app.log }, async ({ signal, err }) => {
   if (err !== undefined) {
@@ -64,6 +68,7 @@ closeWithGrace({ delay: config.shutdownDrainMs + SHUTDOWN_GRACE_MS, logger: app.
   }
   if (err === undefined) app.log.info({ signal }, 'shutting down: finishing requests in flight')
   await app.close()
+  await tracing?.shutdown()
 })
 
 const address = await app.listen({ port: config.port, host: config.host })

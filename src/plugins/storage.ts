@@ -6,6 +6,7 @@ import type { FastifyInstance } from 'fastify'
 import fp from 'fastify-plugin'
 import { describeDatabase, type DatabaseConfig } from '../config.js'
 import { openQueryRunner, type QueryRunner } from '../db/queries.js'
+import { withQuerySpans } from '../db/traced-queries.js'
 import { createUserRepository, type UserRepository } from '../db/users.js'
 
 declare module 'fastify' {
@@ -23,7 +24,7 @@ export class DatabaseStartupError extends Error {
   override name = 'DatabaseStartupError'
 }
 
-async function storage (app: FastifyInstance, options: { database: DatabaseConfig }): Promise<void> {
+async function storage (app: FastifyInstance, options: { database: DatabaseConfig, traced: boolean }): Promise<void> {
   let runner: QueryRunner
   try {
     runner = await openQueryRunner(options.database, app.log)
@@ -33,7 +34,8 @@ async function storage (app: FastifyInstance, options: { database: DatabaseConfi
   }
   app.addHook('onClose', async () => await runner.close())
 
-  app.decorate('users', createUserRepository(runner))
+  const queries = options.traced ? withQuerySpans(runner, options.database.dialect === 'sqlite' ? 'sqlite' : 'postgresql') : runner
+  app.decorate('users', createUserRepository(queries))
   app.decorate('checkDatabase', runner.check)
   app.decorate('databasePoolStats', runner.poolStats)
 }
