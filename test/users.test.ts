@@ -155,7 +155,10 @@ for (const database of testDatabases) {
       const url = await database.url(t)
       const { db } = await createDatabase(url.startsWith('sqlite:') ? { dialect: 'sqlite', filename: url.slice('sqlite:'.length) } : { dialect: 'postgres', connectionString: url, poolSize: 2 })
       const dialect = url.startsWith('sqlite:') ? 'sqlite' : 'postgres'
-      const before = new Migrator({ db, provider: { getMigrations: async () => migrations(dialect) } })
+      // On PostgreSQL, the migrator's tables in this test's own schema, as the service keeps them
+      // (other tests' schemas share the database).
+      const schema = dialect === 'postgres' ? (await sql<{ schema: string }>`select current_schema() as schema`.execute(db)).rows[0]!.schema : undefined
+      const before = new Migrator({ db, provider: { getMigrations: async () => migrations(dialect) }, migrationTableSchema: schema })
       assert.equal((await before.migrateTo('2026-11-22-create-users')).error, undefined)
       await db.insertInto('users').values(Array.from({ length: 5 }, (_, i) => ({ name: `old${i}`, email: 'old@example.com' }))).execute()
       await db.destroy()
