@@ -12,6 +12,10 @@
  * /health and RSS idle and after the load; start-up over five starts. Writes
  * docs/benchmark-run.md and docs/benchmark-run.svg.
  *
+ * `--users <n>` stores that many users first (1,000 by default), and `--only <names>` runs the
+ * workloads whose names contain one of the comma-separated texts, so that a table-size sweep
+ * is two short runs: `--users 1000 --only /users` and `--users 1000000 --only /users`.
+ *
  * `--against <git ref>` also builds the service as it was at that commit (in a git worktree,
  * installed with `npm ci`) and measures it in the same rounds at LOG_LEVEL=warn, so that a
  * change is judged by figures taken side by side: before and after, from one run.
@@ -33,6 +37,8 @@ const { values } = parseArgs({
     rounds: { type: 'string', default: '3' },
     warmup: { type: 'string', default: '2' },
     connections: { type: 'string', default: '50' },
+    users: { type: 'string', default: '1000' },
+    only: { type: 'string' },
     against: { type: 'string' }
   }
 })
@@ -40,6 +46,7 @@ const duration = Number(values.duration)
 const rounds = Number(values.rounds)
 const warmup = Number(values.warmup)
 const connections = Number(values.connections)
+const users = Number(values.users)
 const FULL_CORE = 0.85
 
 const root = new URL('..', import.meta.url).pathname
@@ -55,10 +62,14 @@ const user = JSON.stringify({ name: 'Ada', email: 'ada@example.com' })
 const hex = '507f1f77bcf86cd799439011'
 
 interface Workload { name: string, method: 'GET' | 'POST', path: string, body?: string, expect: number, target?: number }
-const workloads: Workload[] = [
+// A page and a user deep in the table, 10,000 from its end (or halfway, in a small one).
+const deep = users > 20_000 ? users - 10_000 : Math.floor(users / 2)
+const allWorkloads: Workload[] = [
   { name: 'GET /', method: 'GET', path: '/', expect: 200, target: 0.85 },
   { name: 'GET /users?limit=10', method: 'GET', path: '/users?limit=10', expect: 200, target: 0.6 },
   { name: 'GET /users/{id}', method: 'GET', path: '/users/500', expect: 200, target: 0.6 },
+  { name: 'GET /users/{id} deep', method: 'GET', path: `/users/${deep}`, expect: 200 },
+  { name: 'GET /users?after= deep (keyset page)', method: 'GET', path: `/users?limit=10&after=${deep}`, expect: 200 },
   { name: 'GET /custom', method: 'GET', path: '/custom?name=a&age=3', expect: 200, target: 0.85 },
   { name: 'POST /users', method: 'POST', path: '/users', body: user, expect: 201, target: 0.5 },
   { name: 'POST /users/{24hex}', method: 'POST', path: `/users/${hex}?limit=5`, body: JSON.stringify({ name: 'Ada', email: 'ada@example.com', age: 36 }), expect: 200, target: 0.85 },
@@ -66,6 +77,8 @@ const workloads: Workload[] = [
   { name: 'GET /index.html', method: 'GET', path: '/index.html', expect: 200 },
   { name: 'unknown route (404)', method: 'GET', path: '/no/such/route', expect: 404 }
 ]
+const only = values.only?.split(',')
+const workloads = only === undefined ? allWorkloads : allWorkloads.filter((workload) => only.some((text) => workload.name.includes(text)))
 
 interface Sample { rps: number, p50: number, p99: number, cpu: number, unexpected: number }
 
@@ -159,7 +172,12 @@ const spread = (numbers: number[], digits: number) =>
 const seedFile = join(folder, 'seed.db')
 const { db: seed } = await createDatabase({ dialect: 'sqlite', filename: seedFile })
 await migrateToLatest(seed, 'sqlite')
-await seed.insertInto('users').values(Array.from({ length: 1000 }, (_, i) => ({ name: `user${i + 1}`, email: `user${i + 1}@example.com` }))).execute()
+await seed.transaction().execute(async (transaction) => {
+  for (let first = 1; first <= users; first += 1000) {
+    const batch = Array.from({ length: Math.min(1000, users - first + 1) }, (_, i) => ({ name: `user${first + i}`, email: `user${first + i}@example.com` }))
+    await transaction.insertInto('users').values(batch).execute()
+  }
+})
 await seed.destroy()
 
 async function startYardstick (script: string, port: number): Promise<Server> {
@@ -268,7 +286,8 @@ const flag = (sample: Sample) => sample.cpu < FULL_CORE ? ` ⚠ ${sample.cpu.toF
 const lines: string[] = [
   `Machine: ${cpus().length} × ${cpus()[0]?.model.trim()}, Node ${process.version}, load generator ${generator}` +
     `${pinning ? ', server on core 0 and generator on core 1 (taskset)' : ', not pinned (no taskset)'}.`,
-  `Command: \`npm run bench -- --duration ${duration} --rounds ${rounds} --warmup ${warmup}${values.against === undefined ? '' : ` --against ${values.against}`}\`; ${connections} connections; medians of ${rounds} rounds.`,
+  `Command: \`npm run bench -- --duration ${duration} --rounds ${rounds} --warmup ${warmup} --users ${users}${values.only === undefined ? '' : ` --only ${values.only}`}` +
+    `${values.against === undefined ? '' : ` --against ${values.against}`}\`; ${connections} connections; medians of ${rounds} rounds; ${users} users stored.`,
   'Plain Fastify is bench/fastify.ts: Fastify 5 with the same routes and schemas, @fastify/cors and @fastify/static, logging off, fixed users and no storage.',
   '',
   `Start-up, over ${STARTS} starts at LOG_LEVEL=warn: first 200 on /health after ${spread(startups.map((start) => start.startupMs), 0)} ms ` +
