@@ -2,8 +2,9 @@ import assert from 'node:assert/strict'
 import { describe, test } from 'node:test'
 import { DatabaseUnavailableError } from '../src/db/errors.js'
 import { testAppOn, testDatabases } from './helpers.js'
+import { behindPgBouncer } from './pgbouncer.js'
 
-for (const database of testDatabases) {
+for (const database of [...testDatabases, behindPgBouncer]) {
   describe(`health on ${database.name}`, { skip: database.skip }, () => {
     test('GET /health answers ok without asking the database, even when it is down', async (t) => {
       const app = await testAppOn(t, database)

@@ -8,9 +8,10 @@ import parsePrometheusTextFormat from 'parse-prometheus-text-format'
 import ts from 'typescript'
 import { OPENAPI_FILE, renderOpenApiDocument } from '../scripts/openapi-document.js'
 import { captureLogs, postJson, testApp, testAppOn, testDatabases } from './helpers.js'
+import { behindPgBouncer } from './pgbouncer.js'
 import { repositoryRoot } from './process.js'
 
-for (const database of testDatabases) {
+for (const database of [...testDatabases, behindPgBouncer]) {
   describe(`metrics on ${database.name}`, { skip: database.skip }, () => {
     test('GET /metrics is Prometheus text: requests by method, route pattern and status, latency per route, process and event-loop metrics', async (t) => {
       const app = await testAppOn(t, database)
@@ -49,7 +50,7 @@ for (const database of testDatabases) {
         assert.ok(families.has(name), name)
       }
       const pool = ['db_pool_connections_open', 'db_pool_connections_idle', 'db_pool_connections_waiting']
-      if (database.name === 'PostgreSQL') {
+      if (database.name !== 'SQLite') {
         for (const name of pool) assert.equal(families.get(name)?.type, 'GAUGE', name)
         assert.ok(Number(families.get('db_pool_connections_open')?.metrics[0]?.value) >= 1)
       } else {

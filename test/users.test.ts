@@ -7,10 +7,11 @@ import { Migrator } from 'kysely/migration'
 import { createDatabase } from '../src/db/database.js'
 import { migrations } from '../src/db/migrate.js'
 import { postJson, temporaryFolder, testApp, testAppOn, testDatabases } from './helpers.js'
+import { behindPgBouncer } from './pgbouncer.js'
 
 const ada = { name: 'Ada', email: 'ada@example.com' }
 
-for (const database of testDatabases) {
+for (const database of [...testDatabases, behindPgBouncer]) {
   describe(`users stored in ${database.name}`, { skip: database.skip }, () => {
     test('POST /users stores the user and answers 201 with the body exactly as sent', async (t) => {
       const app = await testAppOn(t, database)
