@@ -12,7 +12,6 @@ import { answerClientError, ErrorSchema, registerErrorHandlers, replyWithFramewo
 import auth, { requireTokensPlugin } from './plugins/auth.js'
 import cors from './plugins/cors.js'
 import docs from './plugins/docs.js'
-import drain from './plugins/drain.js'
 import metricsCollection from './plugins/metrics.js'
 import overload from './plugins/overload.js'
 import rateLimit from './plugins/rate-limit.js'
@@ -101,7 +100,6 @@ export async function buildApp (config: Config, options: BuildOptions = {}): Pro
   registerErrorHandlers(app)
 
   await app.register(requestHooks)
-  await app.register(drain)
   await app.register(securityHeaders)
   await app.register(cors, { origin: config.corsOrigin })
   await app.register(docs, { auth: config.auth })

@@ -22,7 +22,7 @@ export function refTo<T extends TSchema> (schema: T, annotations: Record<string,
  */
 export interface HeaderSchema { type: 'string' | 'integer', description: string, required?: false }
 
-type Responses = Record<string, object>
+export type Responses = Record<string, object>
 
 /** Routes whose answers are documented: those with declared responses that are not hidden. */
 function responsesOf (route: RouteOptions): Responses | undefined {
@@ -37,13 +37,15 @@ export function addResponses (route: RouteOptions, responses: Responses): void {
   route.schema = { ...route.schema, response: { ...responses, ...declared } }
 }
 
-/** Declares headers sent with every answer of the route (or those `statuses` picks). */
-export function addHeaders (route: RouteOptions, headers: Record<string, HeaderSchema>, statuses: (status: string) => boolean = () => true): void {
+/** The answers, each declaring these headers besides its own. */
+export function withHeaders (responses: Responses, headers: Record<string, HeaderSchema>): Responses {
+  return Object.fromEntries(Object.entries(responses).map(([status, answer]) =>
+    [status, { ...answer, headers: { ...headers, ...(answer as { headers?: object }).headers } }]))
+}
+
+/** Declares headers sent with every answer of the route. */
+export function addHeaders (route: RouteOptions, headers: Record<string, HeaderSchema>): void {
   const declared = responsesOf(route)
   if (declared === undefined) return
-  const response = Object.fromEntries(Object.entries(declared).map(([status, answer]) => [
-    status,
-    statuses(status) ? { ...answer, headers: { ...(answer as { headers?: object }).headers, ...headers } } : answer
-  ]))
-  route.schema = { ...route.schema, response }
+  route.schema = { ...route.schema, response: withHeaders(declared, headers) }
 }

@@ -12,20 +12,17 @@ import assert from 'node:assert/strict'
 import { execFileSync, spawnSync } from 'node:child_process'
 import { randomBytes } from 'node:crypto'
 import { appendFileSync, chmodSync, copyFileSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs'
-import { once } from 'node:events'
-import { createServer } from 'node:net'
 import { tmpdir } from 'node:os'
 import { dirname, join } from 'node:path'
 import { describe, test } from 'node:test'
 import { setTimeout as sleep } from 'node:timers/promises'
-import { repositoryRoot } from './process.js'
+import { freePort, installed, repositoryRoot } from './process.js'
 
 const BASE_IMAGE = 'docker.io/library/node:26-bookworm-slim'
 const HOST_CA_BUNDLE = '/etc/ssl/certs/ca-certificates.crt'
-const has = (program: string) => spawnSync('sh', ['-c', `command -v ${program}`]).status === 0
 const skip = process.getuid?.() !== 0
   ? 'needs root, to build and run images with podman (CI runs as root)'
-  : !has('podman') || !has('debootstrap')
+  : !installed('podman') || !installed('debootstrap')
       ? 'podman and debootstrap are not installed (CI installs Debian\'s packages)'
       : false
 
@@ -71,14 +68,6 @@ function ownLimit (name: 'open files'): string {
   const [, soft, hard] = new RegExp(`^Max ${name}\\s+(\\S+)\\s+(\\S+)`, 'm').exec(readFileSync('/proc/self/limits', 'utf8')) ?? []
   const value = (limit: string | undefined) => limit === undefined || limit === 'unlimited' ? '-1' : limit
   return `${value(soft)}:${value(hard)}`
-}
-
-async function freePort (): Promise<number> {
-  const server = createServer().listen(0, '127.0.0.1')
-  await once(server, 'listening')
-  const { port } = server.address() as { port: number }
-  server.close()
-  return port
 }
 
 async function waitForHealth (port: number): Promise<void> {

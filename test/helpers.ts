@@ -109,10 +109,11 @@ export interface RawResponse {
 /** A request over real HTTP with the path sent exactly as given (fetch would normalise it). */
 export function rawRequest (
   port: number,
-  options: { method?: string, path: string, headers?: Record<string, string>, body?: string }
+  options: { method?: string, path: string, headers?: Record<string, string>, body?: string, agent?: http.Agent }
 ): Promise<RawResponse> {
   return new Promise((resolve, reject) => {
-    const request = http.request({ host: '127.0.0.1', port, method: options.method ?? 'GET', path: options.path, headers: options.headers }, (response) => {
+    const { method = 'GET', path, headers, agent } = options
+    const request = http.request({ host: '127.0.0.1', port, method, path, headers, ...(agent !== undefined && { agent }) }, (response) => {
       let body = ''
       response.setEncoding('utf8')
       response.on('data', (chunk: string) => { body += chunk })

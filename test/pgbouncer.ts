@@ -5,37 +5,19 @@
  * 1.18, Debian 12's, does not pass on the `options` parameter that the direct tests use to
  * give each test a schema).
  */
-import { execFileSync, spawn } from 'node:child_process'
+import { spawn } from 'node:child_process'
 import { randomBytes } from 'node:crypto'
-import { once } from 'node:events'
 import { chmodSync, mkdtempSync, openSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
-import { createServer } from 'node:net'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import type { TestContext } from 'node:test'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { postgresQuery, type TestDatabase } from './helpers.js'
-
-function installed (program: string): boolean {
-  try {
-    execFileSync(program, ['--version'], { stdio: 'ignore' })
-    return true
-  } catch {
-    return false
-  }
-}
+import { freePort, installed } from './process.js'
 
 const skip = process.env.TEST_DATABASE_URL === undefined
   ? 'TEST_DATABASE_URL is not set'
   : installed('pgbouncer') ? false : 'pgbouncer is not installed (CI installs Debian\'s package)'
-
-async function freePort (): Promise<number> {
-  const server = createServer().listen(0, '127.0.0.1')
-  await once(server, 'listening')
-  const { port } = server.address() as { port: number }
-  server.close()
-  return port
-}
 
 async function accepting (port: number): Promise<boolean> {
   try {

@@ -1,6 +1,7 @@
 /** Runs the service as a real child process, as `npm start` would, for tests that need one. */
-import { spawn, type ChildProcess } from 'node:child_process'
+import { spawn, spawnSync, type ChildProcess } from 'node:child_process'
 import { once } from 'node:events'
+import { createServer } from 'node:net'
 import { fileURLToPath } from 'node:url'
 import type { TestContext } from 'node:test'
 
@@ -96,4 +97,16 @@ export async function runNode (nodeArgs: string[], env: Record<string, string>):
   child.stdout?.on('data', (chunk) => { stdout += String(chunk) })
   child.stderr?.on('data', (chunk) => { stderr += String(chunk) })
   return { ...(await exitOf(child)), stdout, stderr }
+}
+
+/** Whether a program is on PATH, for tests that need one the machine may lack. */
+export const installed = (program: string): boolean => spawnSync('sh', ['-c', `command -v ${program}`], { stdio: 'ignore' }).status === 0
+
+/** A loopback port no one listens on now, for a server a test starts on a port of its choosing. */
+export async function freePort (): Promise<number> {
+  const server = createServer().listen(0, '127.0.0.1')
+  await once(server, 'listening')
+  const { port } = server.address() as { port: number }
+  server.close()
+  return port
 }

@@ -5,36 +5,17 @@
  * on the instance killed, and GETs not even that, since the balancer retries them.
  */
 import assert from 'node:assert/strict'
-import { execFileSync, spawn } from 'node:child_process'
-import { once } from 'node:events'
+import { spawn } from 'node:child_process'
 import http from 'node:http'
-import { createServer } from 'node:net'
 import { writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { describe, test, type TestContext } from 'node:test'
 import { setTimeout as sleep } from 'node:timers/promises'
-import { temporaryFolder, testDatabases } from './helpers.js'
-import { startService, type RunningService } from './process.js'
-
-function installed (program: string): boolean {
-  try {
-    execFileSync(program, ['-v'], { stdio: 'ignore' })
-    return true
-  } catch {
-    return false
-  }
-}
+import { rawRequest, temporaryFolder, testDatabases } from './helpers.js'
+import { freePort, installed, startService, type RunningService } from './process.js'
 
 const postgres = testDatabases.find((database) => database.name === 'PostgreSQL')!
 const skip = postgres.skip !== false ? postgres.skip : installed('haproxy') ? false : 'haproxy is not installed (CI installs Debian\'s package)'
-
-async function freePort (): Promise<number> {
-  const server = createServer().listen(0, '127.0.0.1')
-  await once(server, 'listening')
-  const { port } = server.address() as { port: number }
-  server.close()
-  return port
-}
 
 /** HAProxy in front of the given ports: health checks on /ready every 100 ms, two to change state. */
 async function startHaproxy (t: TestContext, backends: number[]): Promise<number> {
@@ -78,16 +59,12 @@ async function startHaproxy (t: TestContext, backends: number[]): Promise<number
 
 interface Outcome { method: 'GET' | 'POST', status: number | 'network error', location?: string }
 
-/** Requests through a keep-alive agent, as a real client pool sends them. */
-function request (agent: http.Agent, port: number, method: 'GET' | 'POST', path: string, body?: string): Promise<Outcome> {
-  return new Promise((resolve) => {
-    const sent = http.request({ host: '127.0.0.1', port, method, path, agent, headers: body === undefined ? {} : { 'content-type': 'application/json' } }, (response) => {
-      response.resume()
-      response.on('end', () => resolve({ method, status: response.statusCode ?? 0, location: response.headers.location }))
-    })
-    sent.on('error', () => resolve({ method, status: 'network error' }))
-    sent.end(body)
-  })
+/** A request through a keep-alive agent, as a real client pool sends it; a network error is an outcome too. */
+async function request (agent: http.Agent, port: number, method: 'GET' | 'POST', path: string, body?: string): Promise<Outcome> {
+  const headers: Record<string, string> = body === undefined ? {} : { 'content-type': 'application/json' }
+  return await rawRequest(port, { method, path, headers, body, agent }).then(
+    (response) => ({ method, status: response.statusCode, location: response.headers.location as string | undefined }),
+    () => ({ method, status: 'network error' as const }))
 }
 
 /** A steady mixed load of creates and reads, from `workers` concurrent clients, until stopped. */

@@ -12,17 +12,9 @@ import { join } from 'node:path'
 import { describe, test, type TestContext } from 'node:test'
 import { fileURLToPath } from 'node:url'
 import { postJsonOver, rawRequest, temporaryFolder } from './helpers.js'
-import { signalGroup, startService, type RunningService } from './process.js'
+import { installed, signalGroup, startService, type RunningService } from './process.js'
 
-function hasCompiler (): boolean {
-  try {
-    execFileSync('cc', ['--version'], { stdio: 'ignore' })
-    return true
-  } catch {
-    return false
-  }
-}
-const needsCompiler = hasCompiler() ? false : 'needs a C compiler (cc) to build the disk fault injector (CI installs gcc)'
+const needsCompiler = installed('cc') ? false : 'needs a C compiler (cc) to build the disk fault injector (CI installs gcc)'
 
 interface FaultyDisk {
   env: Record<string, string>

@@ -60,24 +60,34 @@ export function createUserRepository ({ db, read, write }: QueryRunner): UserRep
     },
 
     async createOnce ({ name, email }, { key, fingerprint, keptSince }) {
-      const insert = db.insertInto('users').values({ name, email, idempotency_key: key, request_fingerprint: fingerprint }).returning('id').compile()
-      const findEarlier = db.selectFrom('users').select(['id', 'request_fingerprint', 'created_at']).where('idempotency_key', '=', key).compile()
-      // A key forgotten late is cleared, and the insert tried once more; a key taken again
-      // meanwhile is then the earlier request's.
-      for (let attempt = 1; ; attempt++) {
+      const insert = async (): Promise<CreateOnceOutcome | undefined> => {
         try {
-          const [row] = await write(insert)
+          const [row] = await write(db.insertInto('users').values({ name, email, idempotency_key: key, request_fingerprint: fingerprint }).returning('id').compile())
           return { id: row!.id, replayed: false }
         } catch (error) {
-          if (!isUniqueViolation(error)) throw error
+          if (isUniqueViolation(error)) return undefined
+          throw error
         }
-        const [earlier] = await read(findEarlier)
-        if (earlier !== undefined && (earlier.created_at >= keptSince || attempt === 2)) {
-          return earlier.request_fingerprint === fingerprint ? { id: earlier.id, replayed: true } : { differentRequest: true }
-        }
-        if (attempt === 2) throw new Error(`Idempotency-Key ${JSON.stringify(key)} is neither free nor held`)
-        await forgetIdempotencyKeys(keptSince)
       }
+      const earlier = async () => {
+        const [row] = await read(db.selectFrom('users').select(['id', 'request_fingerprint', 'created_at']).where('idempotency_key', '=', key).compile())
+        return row
+      }
+      const answerOf = (row: { id: number, request_fingerprint: string | null }): CreateOnceOutcome =>
+        row.request_fingerprint === fingerprint ? { id: row.id, replayed: true } : { differentRequest: true }
+
+      const created = await insert()
+      if (created !== undefined) return created
+      const holder = await earlier()
+      if (holder !== undefined && holder.created_at >= keptSince) return answerOf(holder)
+      // The key is past its time and not yet cleared: clear it and try once more. Should another
+      // request take the key meanwhile, the answer is that request's.
+      await forgetIdempotencyKeys(keptSince)
+      const retried = await insert()
+      if (retried !== undefined) return retried
+      const taker = await earlier()
+      if (taker === undefined) throw new Error(`Idempotency-Key ${JSON.stringify(key)} is neither free nor held`)
+      return answerOf(taker)
     },
 
     forgetIdempotencyKeys,

@@ -10,6 +10,7 @@ import type { FastifyInstance, FastifySchema } from 'fastify'
 import fp from 'fastify-plugin'
 import type { AuthMode } from '../config.js'
 import { errorResponse } from '../errors.js'
+import { withHeaders, type Responses } from '../route-schemas.js'
 import { REQUEST_ID_HEADER } from './request-hooks.js'
 import { SECURITY_SCHEME } from './auth.js'
 
@@ -33,10 +34,7 @@ const internalError = errorResponse('Unexpected failure; details are in the serv
  * and the request id on every answer (request-hooks.ts).
  */
 function everyAnswer (schema: FastifySchema): FastifySchema {
-  const responses: Record<string, object> = { 500: internalError, ...(schema.response as object) }
-  const response = Object.fromEntries(Object.entries(responses).map(([status, answer]) =>
-    [status, { ...answer, headers: { 'X-Request-Id': REQUEST_ID_HEADER, ...(answer as { headers?: object }).headers } }]))
-  return { ...schema, response }
+  return { ...schema, response: withHeaders({ 500: internalError, ...(schema.response as Responses) }, { 'X-Request-Id': REQUEST_ID_HEADER }) }
 }
 
 const transform: SwaggerTransform = ({ schema, url }) =>

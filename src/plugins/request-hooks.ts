@@ -1,5 +1,6 @@
 /**
- * The request-lifecycle hooks of seed §6. `onRequest` hands the request id back to the client;
+ * The request-lifecycle hooks of seed §6. `onRequest` hands the request id back to the client
+ * and, while the service drains before a shutdown, asks it to close the connection;
  * `onResponse` writes the one access-log line per request and, while the app is closing,
  * releases the connection it just answered on. (`preHandler` belongs to auth.ts.)
  * Callback-style hooks: they run on every request, and skip a promise each.
@@ -9,6 +10,19 @@ import type { IncomingMessage } from 'node:http'
 import type { FastifyInstance } from 'fastify'
 import fp from 'fastify-plugin'
 import type { HeaderSchema } from '../route-schemas.js'
+
+declare module 'fastify' {
+  interface FastifyInstance {
+    /** Whether the service is draining before it shuts down (server.ts, on SIGTERM). */
+    readonly draining: boolean
+    /**
+     * From now on `/ready` answers 503, so that load balancers stop sending new requests, and
+     * every answer carries `Connection: close`, so that clients on kept-alive connections open
+     * their next one elsewhere; every other route goes on answering.
+     */
+    startDraining: () => void
+  }
+}
 
 const SAFE_REQUEST_ID = /^[A-Za-z0-9._-]{1,128}$/
 
@@ -33,6 +47,9 @@ async function requestHooks (app: FastifyInstance): Promise<void> {
   // redaction writes it for every request, with the request id as a field, instead of
   // running the redaction paths on every line (docs/benchmarks.md).
   const accessLogger = app.log.child({}, { redact: { paths: [] } })
+  let draining = false
+  app.decorate('draining', { getter: () => draining })
+  app.decorate('startDraining', () => { draining = true })
   let closing = false
   app.addHook('preClose', (done) => {
     closing = true
@@ -41,6 +58,7 @@ async function requestHooks (app: FastifyInstance): Promise<void> {
 
   app.addHook('onRequest', (request, reply, done) => {
     reply.header('x-request-id', request.id)
+    if (draining) reply.header('connection', 'close')
     done()
   })
 
