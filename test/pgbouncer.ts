@@ -45,6 +45,7 @@ async function startPgBouncer (): Promise<number> {
     `listen_port = ${port}`,
     'unix_socket_dir =',
     'auth_type = trust',
+    `admin_users = ${server.username || 'postgres'}`,
     `auth_file = ${join(folder, 'users.txt')}`,
     'pool_mode = transaction',
     'max_client_conn = 1000',
@@ -80,4 +81,13 @@ export const behindPgBouncer: TestDatabase = {
     t.after(() => postgresQuery(`drop database ${name} with (force)`))
     return `postgres://postgres@127.0.0.1:${port}/${name}`
   }
+}
+
+/** How many client connections PgBouncer holds for the database named in `url`. */
+export async function pgBouncerClients (url: string): Promise<number> {
+  const database = new URL(url)
+  const name = database.pathname.slice(1)
+  database.pathname = '/pgbouncer'
+  const clients = await postgresQuery<{ database: string }>('show clients', [], database.href)
+  return clients.filter((client) => client.database === name).length
 }

@@ -2,7 +2,8 @@ import assert from 'node:assert/strict'
 import { describe, test } from 'node:test'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { migrations as allMigrations } from '../src/db/migrate.js'
-import { postJsonOver as post, postgresQuery, rawRequest, testApp, testDatabases } from './helpers.js'
+import { postJsonOver as post, postgresQuery, rawRequest, testApp, testDatabases, type TestDatabase } from './helpers.js'
+import { behindPgBouncer, pgBouncerClients } from './pgbouncer.js'
 import { runScript, startService } from './process.js'
 import { startTcpProxy } from './tcp-proxy.js'
 
@@ -17,112 +18,119 @@ function through (url: string, port: number): string {
   return via.href
 }
 
-describe('PostgreSQL', { skip: postgres.skip }, () => {
-  test('three instances starting at once on an empty database all come up; the schema is migrated once', async (t) => {
-    const env = { DATABASE_URL: await postgres.url(t) }
-    const services = await Promise.all([1, 2, 3].map(() => startService(t, env)))
-    for (const service of services) {
-      assert.equal((await rawRequest(service.port, { path: '/ready' })).statusCode, 200)
-    }
-    const schema = new URL(env.DATABASE_URL).searchParams.get('application_name')
-    const migrations = await postgresQuery(`select name from ${schema}.kysely_migration`)
-    assert.deepEqual(migrations.map((row) => row.name), Object.keys(allMigrations('postgres')))
-  })
+/** How many connections the service holds to the test database at `url`. */
+async function connectionsTo (database: TestDatabase, url: string): Promise<number> {
+  if (database === behindPgBouncer) return pgBouncerClients(url)
+  const [row] = await postgresQuery<{ count: string }>('select count(*) from pg_stat_activity where application_name = $1',
+    [new URL(url).searchParams.get('application_name')])
+  return Number(row?.count)
+}
 
-  test('two instances on one database: 100 concurrent creates get 100 distinct ids, and both list them all', async (t) => {
-    const env = { DATABASE_URL: await postgres.url(t) }
-    const [a, b] = await Promise.all([startService(t, env), startService(t, env)])
-    const ports = [a.port, b.port]
-    const responses = await Promise.all(Array.from({ length: 100 }, (_, i) =>
-      post(ports[i % 2] as number, '/users', { name: `user${i}`, email: `user${i}@example.com` })))
-    assert.deepEqual(new Set(responses.map((response) => response.statusCode)), new Set([201]))
-    const ids = new Set(responses.map((response) => response.headers.location))
-    assert.equal(ids.size, 100)
+for (const database of [postgres, behindPgBouncer]) {
+  describe(database.name, { skip: database.skip }, () => {
+    test('three instances starting at once on an empty database all come up; the schema is migrated once', async (t) => {
+      const env = { DATABASE_URL: await database.url(t) }
+      const services = await Promise.all([1, 2, 3].map(() => startService(t, env)))
+      for (const service of services) {
+        assert.equal((await rawRequest(service.port, { path: '/ready' })).statusCode, 200)
+      }
+      const migrations = await postgresQuery('select name from kysely_migration', [], env.DATABASE_URL)
+      assert.deepEqual(migrations.map((row) => row.name), Object.keys(allMigrations('postgres')))
+    })
 
-    for (const port of ports) {
-      const list = await rawRequest(port, { path: '/users?limit=1000' })
-      assert.equal(list.headers['x-total-count'], '100')
-      const listed = JSON.parse(list.body).map((user: { id: number }) => `/users/${user.id}`)
-      assert.deepEqual(new Set(listed), ids)
-    }
-  })
+    test('two instances on one database: 100 concurrent creates get 100 distinct ids, and both list them all', async (t) => {
+      const env = { DATABASE_URL: await database.url(t) }
+      const [a, b] = await Promise.all([startService(t, env), startService(t, env)])
+      const ports = [a.port, b.port]
+      const responses = await Promise.all(Array.from({ length: 100 }, (_, i) =>
+        post(ports[i % 2] as number, '/users', { name: `user${i}`, email: `user${i}@example.com` })))
+      assert.deepEqual(new Set(responses.map((response) => response.statusCode)), new Set([201]))
+      const ids = new Set(responses.map((response) => response.headers.location))
+      assert.equal(ids.size, 100)
 
-  test('a database outage: storage routes answer 503 promptly, /health stays 200, and the service recovers by itself', async (t) => {
-    const url = new URL(await postgres.url(t))
-    const proxy = await startTcpProxy(t, { host: url.hostname, port: Number(url.port || 5432) })
-    const service = await startService(t, { DATABASE_URL: through(url.href, proxy.port), DATABASE_POOL_SIZE: '4' })
-    assert.equal((await post(service.port, '/users', { name: 'Ada', email: 'ada@example.com' })).statusCode, 201)
+      for (const port of ports) {
+        const list = await rawRequest(port, { path: '/users?limit=1000' })
+        assert.equal(list.headers['x-total-count'], '100')
+        const listed = JSON.parse(list.body).map((user: { id: number }) => `/users/${user.id}`)
+        assert.deepEqual(new Set(listed), ids)
+      }
+    })
 
-    proxy.cut()
-    const during = [
-      () => rawRequest(service.port, { path: '/users' }),
-      () => rawRequest(service.port, { path: '/users/1' }),
-      () => post(service.port, '/users', { name: 'Grace', email: 'grace@example.com' }),
-      () => rawRequest(service.port, { path: '/ready' })
-    ]
-    const answers = await Promise.all(during.map(async (request) => {
-      const started = Date.now()
-      const response = await request()
-      return { response, seconds: (Date.now() - started) / 1000 }
-    }))
-    for (const { response, seconds } of answers) {
-      assert.equal(response.statusCode, 503, response.body)
-      assert.equal(typeof JSON.parse(response.body).error, 'string')
-      assert.ok(seconds < 8, `answered after ${seconds} s: no hang past a few seconds`)
-    }
-    assert.deepEqual(JSON.parse((await rawRequest(service.port, { path: '/health' })).body), { status: 'ok' })
-    assert.equal(service.child.exitCode, null, `the process stays up: ${service.stderr()}`)
+    test('a database outage: storage routes answer 503 promptly, /health stays 200, and the service recovers by itself', async (t) => {
+      const url = new URL(await database.url(t))
+      const proxy = await startTcpProxy(t, { host: url.hostname, port: Number(url.port || 5432) })
+      const service = await startService(t, { DATABASE_URL: through(url.href, proxy.port), DATABASE_POOL_SIZE: '4' })
+      assert.equal((await post(service.port, '/users', { name: 'Ada', email: 'ada@example.com' })).statusCode, 201)
 
-    proxy.restore()
-    let ready = 0
-    for (let attempt = 0; attempt < 30 && ready !== 200; attempt++) {
-      ready = (await rawRequest(service.port, { path: '/ready' })).statusCode
-      if (ready !== 200) await sleep(500)
-    }
-    assert.equal(ready, 200, 'ready again once the database is back')
-    assert.equal((await post(service.port, '/users', { name: 'Grace', email: 'grace@example.com' })).statusCode, 201)
-    assert.equal((await rawRequest(service.port, { path: '/users' })).headers['x-total-count'], '2')
+      proxy.cut()
+      const during = [
+        () => rawRequest(service.port, { path: '/users' }),
+        () => rawRequest(service.port, { path: '/users/1' }),
+        () => post(service.port, '/users', { name: 'Grace', email: 'grace@example.com' }),
+        () => rawRequest(service.port, { path: '/ready' })
+      ]
+      const answers = await Promise.all(during.map(async (request) => {
+        const started = Date.now()
+        const response = await request()
+        return { response, seconds: (Date.now() - started) / 1000 }
+      }))
+      for (const { response, seconds } of answers) {
+        assert.equal(response.statusCode, 503, response.body)
+        assert.equal(typeof JSON.parse(response.body).error, 'string')
+        assert.ok(seconds < 8, `answered after ${seconds} s: no hang past a few seconds`)
+      }
+      assert.deepEqual(JSON.parse((await rawRequest(service.port, { path: '/health' })).body), { status: 'ok' })
+      assert.equal(service.child.exitCode, null, `the process stays up: ${service.stderr()}`)
 
-    const logs = service.stdout.join('\n')
-    assert.match(logs, /database unavailable/)
-    assert.doesNotMatch(logs, /"level":60/, 'no fatal error: a dropped connection never goes unhandled')
-    assert.doesNotMatch(logs, new RegExp(password), 'no log line shows the password')
-  })
+      proxy.restore()
+      let ready = 0
+      for (let attempt = 0; attempt < 30 && ready !== 200; attempt++) {
+        ready = (await rawRequest(service.port, { path: '/ready' })).statusCode
+        if (ready !== 200) await sleep(500)
+      }
+      assert.equal(ready, 200, 'ready again once the database is back')
+      assert.equal((await post(service.port, '/users', { name: 'Grace', email: 'grace@example.com' })).statusCode, 201)
+      assert.equal((await rawRequest(service.port, { path: '/users' })).headers['x-total-count'], '2')
 
-  test('an unreachable database stops start-up within 15 s with one line naming DATABASE_URL, password hidden', async (t) => {
-    const url = new URL(await postgres.url(t))
-    const proxy = await startTcpProxy(t, { host: url.hostname, port: Number(url.port || 5432) })
-    proxy.cut()
-    const cases = [through(url.href, proxy.port), through(url.href, 1)]
-    await Promise.all(cases.map(async (databaseUrl) => {
-      const started = Date.now()
-      const result = await runScript('server.ts', { DATABASE_URL: databaseUrl })
-      assert.ok(Date.now() - started < 15_000)
+      const logs = service.stdout.join('\n')
+      assert.match(logs, /database unavailable/)
+      assert.doesNotMatch(logs, /"level":60/, 'no fatal error: a dropped connection never goes unhandled')
+      assert.doesNotMatch(logs, new RegExp(password), 'no log line shows the password')
+    })
+
+    test('an unreachable database stops start-up within 15 s with one line naming DATABASE_URL, password hidden', async (t) => {
+      const url = new URL(await database.url(t))
+      const proxy = await startTcpProxy(t, { host: url.hostname, port: Number(url.port || 5432) })
+      proxy.cut()
+      const cases = [through(url.href, proxy.port), through(url.href, 1)]
+      await Promise.all(cases.map(async (databaseUrl) => {
+        const started = Date.now()
+        const result = await runScript('server.ts', { DATABASE_URL: databaseUrl })
+        assert.ok(Date.now() - started < 15_000)
+        assert.equal(result.code, 1)
+        const lines = result.stderr.trim().split('\n')
+        assert.equal(lines.length, 1, result.stderr)
+        assert.match(lines[0] as string, /^Start-up failed: cannot use DATABASE_URL postgres:\/\/postgres:\*\*\*@127\.0\.0\.1:\d+\/\w+/)
+        assert.doesNotMatch(result.stdout + result.stderr, new RegExp(password))
+      }))
+    })
+
+    test('DATABASE_POOL_SIZE bounds the connections of one instance', async (t) => {
+      const url = await database.url(t)
+      const app = await testApp(t, { DATABASE_URL: url, DATABASE_POOL_SIZE: '3' })
+      const responses = await Promise.all(Array.from({ length: 30 }, () => app.inject('/users')))
+      assert.ok(responses.every((response) => response.statusCode === 200))
+      assert.equal(await connectionsTo(database, url), 3)
+    })
+
+    test('TLS options in the URL are honoured: sslmode=require refuses a server without TLS', async (t) => {
+      const [setting] = await postgresQuery<{ ssl: string }>('show ssl')
+      if (setting?.ssl === 'on') return t.skip('this PostgreSQL server has TLS on')
+      const url = new URL(await database.url(t))
+      url.searchParams.set('sslmode', 'require')
+      const result = await runScript('server.ts', { DATABASE_URL: url.href })
       assert.equal(result.code, 1)
-      const lines = result.stderr.trim().split('\n')
-      assert.equal(lines.length, 1, result.stderr)
-      assert.match(lines[0] as string, /^Start-up failed: cannot use DATABASE_URL postgres:\/\/postgres:\*\*\*@127\.0\.0\.1:\d+\/test/)
-      assert.doesNotMatch(result.stdout + result.stderr, new RegExp(password))
-    }))
+      assert.match(result.stderr, /^Start-up failed: cannot use DATABASE_URL .*sslmode=require.*: The server does not support SSL connections$/m)
+    })
   })
-
-  test('DATABASE_POOL_SIZE bounds the connections of one instance', async (t) => {
-    const url = await postgres.url(t)
-    const app = await testApp(t, { DATABASE_URL: url, DATABASE_POOL_SIZE: '3' })
-    const responses = await Promise.all(Array.from({ length: 30 }, () => app.inject('/users')))
-    assert.ok(responses.every((response) => response.statusCode === 200))
-    const [row] = await postgresQuery<{ count: string }>('select count(*) from pg_stat_activity where application_name = $1',
-      [new URL(url).searchParams.get('application_name')])
-    assert.equal(Number(row?.count), 3)
-  })
-
-  test('TLS options in the URL are honoured: sslmode=require refuses a server without TLS', async (t) => {
-    const [setting] = await postgresQuery<{ ssl: string }>('show ssl')
-    if (setting?.ssl === 'on') return t.skip('this PostgreSQL server has TLS on')
-    const url = new URL(await postgres.url(t))
-    url.searchParams.set('sslmode', 'require')
-    const result = await runScript('server.ts', { DATABASE_URL: url.href })
-    assert.equal(result.code, 1)
-    assert.match(result.stderr, /^Start-up failed: cannot use DATABASE_URL .*sslmode=require.*: The server does not support SSL connections$/m)
-  })
-})
+}
