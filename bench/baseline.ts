@@ -1,9 +1,8 @@
 /**
- * The benchmark's yardstick: a bare node:http server answering the service's routes by hand,
- * with fixed JSON and hand-written checks, no framework, no storage, no logging, each request
- * answered the moment it has been read, as the benchmark's issue defines it. The service is
- * measured as a fraction of it. (Writing the answers at the end of each event-loop turn, as
- * the service does, would make this server faster too: docs/benchmarks.md.)
+ * The benchmark's floor: a bare node:http server answering the service's routes by hand, with
+ * fixed JSON and hand-written checks, no framework, no storage, no logging, each request
+ * answered the moment it has been read. It shows what the machine can do, not what a service
+ * should be compared with: plain Fastify (bench/fastify.ts) is that.
  */
 import { readFileSync } from 'node:fs'
 import http from 'node:http'

@@ -1,24 +1,25 @@
 /**
- * `npm run bench [-- --duration 5 --rounds 3 --warmup 2]`
+ * `npm run bench [-- --duration 5 --rounds 3 --warmup 2 --users 1000 --big 1000000]`
  *
- * Measures the built service against the bare node:http baseline (bench/baseline.ts) on the
- * same workloads, in one run: the service with access logs off (LOG_LEVEL=warn) and on
- * (LOG_LEVEL=info, stdout to /dev/null), the baseline and a plain Fastify server of the same
- * routes (bench/fastify.ts) all run, and each workload goes to each of the four in turn,
- * A B C D A B C D, for `rounds` rounds after a warm-up. Reports median requests/s, p50 and p99
- * latency, the ratios to the baseline and to plain Fastify, and the server's CPU use; a run
- * whose server did not use about one full core is flagged, for then the load generator, not
- * the server, was the limit. Also reports the time from process start to the first 200 on
- * /health and RSS idle and after the load; start-up over five starts. Writes
- * docs/benchmark-run.md and docs/benchmark-run.svg.
+ * Measures the built service, as shipped (NODE_ENV=production, every default feature on,
+ * LOG_LEVEL=warn), beside three yardsticks on the same routes and the same 1,000 users:
+ * the bare node:http baseline (bench/baseline.ts), plain Fastify (bench/fastify.ts) and plain
+ * Fastify with SQLite written the simple way (bench/fastify-sqlite.ts). Each server runs
+ * pinned to core 0 and wrk to core 1. Every round measures each server in turn on one
+ * workload, so that a ratio compares figures taken in the same minute; the ratios reported are
+ * medians of the rounds' ratios. Four parts:
  *
- * `--users <n>` stores that many users first (1,000 by default), and `--only <names>` runs the
- * workloads whose names contain one of the comma-separated texts, so that a table-size sweep
- * is two short runs: `--users 1000 --only /users` and `--users 1000000 --only /users`.
+ * 1. Start-up over five starts: the first 200 on /health after process start, idle RSS.
+ * 2. Every workload at 50 connections: requests/s, p50 and p99, the service's ratio to its
+ *    yardstick and to the baseline; after POST /users, that every 201 was stored.
+ * 3. A concurrency sweep: 1 and 256 connections on GET /, GET /users/{id} and POST /users.
+ * 4. A table-size sweep: the service on `--users` and on `--big` users (0 skips it), on a
+ *    lookup, the first page, a keyset page deep in the table and POST /users.
  *
- * `--against <git ref>` also builds the service as it was at that commit (in a git worktree,
- * installed with `npm ci`) and measures it in the same rounds at LOG_LEVEL=warn, so that a
- * change is judged by figures taken side by side: before and after, from one run.
+ * `--only <texts>` runs the workloads whose names contain one of the comma-separated texts;
+ * `--against <git ref>` also builds the service as it was at that commit (a git worktree,
+ * `npm ci`) and measures it beside the service in part 2. Writes docs/benchmark-run.md and
+ * docs/benchmark-run.svg.
  */
 import { execFileSync, spawn, spawnSync, type ChildProcess } from 'node:child_process'
 import { once } from 'node:events'
@@ -30,14 +31,15 @@ import { parseArgs } from 'node:util'
 import { createDatabase } from '../src/db/database.js'
 import { migrateToLatest } from '../src/db/migrate.js'
 import { SERVER_BUNDLE } from '../scripts/build.js'
+import { freePort } from '../test/process.js'
 
 const { values } = parseArgs({
   options: {
     duration: { type: 'string', default: '5' },
     rounds: { type: 'string', default: '3' },
     warmup: { type: 'string', default: '2' },
-    connections: { type: 'string', default: '50' },
     users: { type: 'string', default: '1000' },
+    big: { type: 'string', default: '1000000' },
     only: { type: 'string' },
     against: { type: 'string' }
   }
@@ -45,40 +47,65 @@ const { values } = parseArgs({
 const duration = Number(values.duration)
 const rounds = Number(values.rounds)
 const warmup = Number(values.warmup)
-const connections = Number(values.connections)
 const users = Number(values.users)
+const bigUsers = Number(values.big)
+const CONNECTIONS = 50
+const SWEEP_CONNECTIONS = [1, 256]
+const P99_TARGET_MS = 5
+const TABLE_TARGET = 0.9
 const FULL_CORE = 0.85
 
 const root = new URL('..', import.meta.url).pathname
 if (!existsSync(join(root, SERVER_BUNDLE))) throw new Error('build first: npm run build')
 const has = (command: string) => spawnSync('sh', ['-c', `command -v ${command}`]).status === 0
+if (!has('wrk')) throw new Error('the benchmark needs wrk: apt-get install wrk')
 const pinning = has('taskset') && cpus().length >= 2
-const generator = has('wrk') ? 'wrk' : 'autocannon'
 const pin = (core: number, command: string[]) => pinning ? ['taskset', '-c', String(core), ...command] : command
 
 const folder = mkdtempSync(join(tmpdir(), 'bench-'))
-const origin = 'http://bench.example'
 const user = JSON.stringify({ name: 'Ada', email: 'ada@example.com' })
 const hex = '507f1f77bcf86cd799439011'
 
-interface Workload { name: string, method: 'GET' | 'POST', path: string, body?: string, expect: number, target?: number }
-// A page and a user deep in the table, 10,000 from its end (or halfway, in a small one).
-const deep = users > 20_000 ? users - 10_000 : Math.floor(users / 2)
+type YardstickName = 'plain Fastify' | 'plain Fastify + SQLite'
+interface Workload {
+  name: string
+  method: 'GET' | 'POST'
+  path: string
+  body?: string
+  expect: number
+  /** The plain server the service is judged against, and the least ratio to it. */
+  yardstick?: YardstickName
+  target?: number
+}
 const allWorkloads: Workload[] = [
-  { name: 'GET /', method: 'GET', path: '/', expect: 200, target: 0.85 },
-  { name: 'GET /users?limit=10', method: 'GET', path: '/users?limit=10', expect: 200, target: 0.6 },
-  { name: 'GET /users/{id}', method: 'GET', path: '/users/500', expect: 200, target: 0.6 },
-  { name: 'GET /users/{id} deep', method: 'GET', path: `/users/${deep}`, expect: 200 },
-  { name: 'GET /users?after= deep (keyset page)', method: 'GET', path: `/users?limit=10&after=${deep}`, expect: 200 },
-  { name: 'GET /custom', method: 'GET', path: '/custom?name=a&age=3', expect: 200, target: 0.85 },
-  { name: 'POST /users', method: 'POST', path: '/users', body: user, expect: 201, target: 0.5 },
-  { name: 'POST /users/{24hex}', method: 'POST', path: `/users/${hex}?limit=5`, body: JSON.stringify({ name: 'Ada', email: 'ada@example.com', age: 36 }), expect: 200, target: 0.85 },
-  { name: 'POST /users/{24hex} invalid', method: 'POST', path: `/users/${hex}`, body: JSON.stringify({ name: 'Ada', email: 'not-an-email' }), expect: 400, target: 0.85 },
-  { name: 'GET /index.html', method: 'GET', path: '/index.html', expect: 200 },
-  { name: 'unknown route (404)', method: 'GET', path: '/no/such/route', expect: 404 }
+  { name: 'GET /', method: 'GET', path: '/', expect: 200, yardstick: 'plain Fastify', target: 0.9 },
+  { name: 'GET /custom', method: 'GET', path: '/custom?name=a&age=3', expect: 200, yardstick: 'plain Fastify', target: 0.9 },
+  { name: 'POST /users/{24hex}', method: 'POST', path: `/users/${hex}?limit=5`, body: JSON.stringify({ name: 'Ada', email: 'ada@example.com', age: 36 }), expect: 200, yardstick: 'plain Fastify', target: 0.9 },
+  { name: 'POST /users/{24hex} invalid', method: 'POST', path: `/users/${hex}`, body: JSON.stringify({ name: 'Ada', email: 'not-an-email' }), expect: 400, yardstick: 'plain Fastify', target: 0.9 },
+  { name: 'GET /users/{id}', method: 'GET', path: '/users/500', expect: 200, yardstick: 'plain Fastify + SQLite', target: 0.9 },
+  { name: 'GET /users?limit=10', method: 'GET', path: '/users?limit=10', expect: 200, yardstick: 'plain Fastify + SQLite', target: 0.9 },
+  { name: 'POST /users', method: 'POST', path: '/users', body: user, expect: 201, yardstick: 'plain Fastify + SQLite', target: 5 },
+  { name: 'unknown route (404)', method: 'GET', path: '/no/such/route', expect: 404, yardstick: 'plain Fastify' },
+  { name: 'GET /index.html', method: 'GET', path: '/index.html', expect: 200 }
 ]
 const only = values.only?.split(',')
-const workloads = only === undefined ? allWorkloads : allWorkloads.filter((workload) => only.some((text) => workload.name.includes(text)))
+const chosen = (workload: Workload) => only === undefined || only.some((text) => workload.name.includes(text))
+const workloads = allWorkloads.filter(chosen)
+const workload = (name: string) => allWorkloads.find((candidate) => candidate.name === name)!
+const sweepWorkloads = [workload('GET /'), workload('GET /users/{id}'), workload('POST /users')].filter(chosen)
+
+/** The table-size sweep's workloads, for a table of `size` users. */
+function tableWorkloads (size: number): Workload[] {
+  // 10,000 users from the end of the table, or halfway in a small one.
+  const deep = size > 20_000 ? size - 10_000 : Math.floor(size / 2)
+  const table: Workload[] = [
+    { name: 'GET /users/{id}', method: 'GET', path: `/users/${deep}`, expect: 200 },
+    { name: 'GET /users?limit=10 (first page)', method: 'GET', path: '/users?limit=10', expect: 200 },
+    { name: 'GET /users?limit=10&after= (keyset page, deep)', method: 'GET', path: `/users?limit=10&after=${deep}`, expect: 200 },
+    { name: 'POST /users', method: 'POST', path: '/users', body: user, expect: 201 }
+  ]
+  return table.filter(chosen)
+}
 
 interface Sample { rps: number, p50: number, p99: number, cpu: number, unexpected: number }
 
@@ -97,49 +124,50 @@ function toMs (text: string): number {
   return Number(match[1]) * MS_PER_UNIT[match[2]!]!
 }
 
-async function load (port: number, workload: Workload, seconds: number): Promise<Omit<Sample, 'cpu'>> {
-  const url = `http://127.0.0.1:${port}${workload.path}`
-  if (generator === 'wrk') {
-    const script = join(folder, 'request.lua')
-    writeFileSync(script, [
-      `wrk.method = "${workload.method}"`,
-      `wrk.headers["Origin"] = "${origin}"`,
-      ...(workload.body === undefined ? [] : ['wrk.headers["Content-Type"] = "application/json"', `wrk.body = '${workload.body}'`]),
-      // Counts answers other than the expected status, which wrk only reports as non-2xx.
-      'unexpected = 0',
-      `response = function (status) if status ~= ${workload.expect} then unexpected = unexpected + 1 end end`,
-      'done = function () io.write("unexpected: " .. unexpected .. "\\n") end'
-    ].join('\n'))
-    const [command, ...args] = pin(1, ['wrk', '-t1', `-c${connections}`, `-d${seconds}s`, '--latency', '-s', script, url])
-    const output = execFileSync(command!, args, { encoding: 'utf8' })
-    return {
-      rps: Number(/Requests\/sec:\s+([\d.]+)/.exec(output)![1]),
-      p50: toMs(/^\s+50%\s+(\S+)$/m.exec(output)![1]!),
-      p99: toMs(/^\s+99%\s+(\S+)$/m.exec(output)![1]!),
-      unexpected: Number(/unexpected: (\d+)/.exec(output)?.[1] ?? 0)
-    }
+/** A server under test: its process, for its CPU use, and the port it answers on. */
+interface Server { name: string, process: ChildProcess, port: number }
+
+/** Answers 201 each server gave, warm-ups included, to check them against the users it stored. */
+const created201 = new Map<Server, number>()
+
+async function measure (server: Server, workload: Workload, seconds: number, connections = CONNECTIONS): Promise<Sample> {
+  const script = join(folder, 'request.lua')
+  writeFileSync(script, [
+    `wrk.method = "${workload.method}"`,
+    'wrk.headers["Origin"] = "http://bench.example"',
+    ...(workload.body === undefined ? [] : ['wrk.headers["Content-Type"] = "application/json"', `wrk.body = '${workload.body}'`]),
+    // Counts answers other than the expected status, which wrk only reports as non-2xx.
+    'unexpected = 0',
+    `response = function (status) if status ~= ${workload.expect} then unexpected = unexpected + 1 end end`,
+    'done = function () io.write("unexpected: " .. unexpected .. "\\n") end'
+  ].join('\n'))
+  const before = cpuSeconds(server.process.pid!)
+  const started = performance.now()
+  const [command, ...args] = pin(1, ['wrk', '-t1', `-c${connections}`, `-d${seconds}s`, '--latency', '-s', script, `http://127.0.0.1:${server.port}${workload.path}`])
+  const output = execFileSync(command!, args, { encoding: 'utf8' })
+  const requests = Number(/(\d+) requests in/.exec(output)![1])
+  const unexpected = Number(/unexpected: (\d+)/.exec(output)?.[1] ?? 0)
+  if (workload.expect === 201) created201.set(server, (created201.get(server) ?? 0) + requests - unexpected)
+  return {
+    rps: Number(/Requests\/sec:\s+([\d.]+)/.exec(output)![1]),
+    p50: toMs(/^\s+50%\s+(\S+)$/m.exec(output)![1]!),
+    p99: toMs(/^\s+99%\s+(\S+)$/m.exec(output)![1]!),
+    cpu: (cpuSeconds(server.process.pid!) - before) / ((performance.now() - started) / 1000),
+    unexpected
   }
-  const { default: autocannon } = await import('autocannon')
-  const result = await autocannon({
-    url,
-    connections,
-    duration: seconds,
-    method: workload.method,
-    headers: { origin, ...(workload.body !== undefined && { 'content-type': 'application/json' }) },
-    ...(workload.body !== undefined && { body: workload.body })
-  })
-  return { rps: result.requests.average, p50: result.latency.p50, p99: result.latency.p99, unexpected: result.non2xx * (workload.expect < 300 ? 1 : 0) }
 }
 
-/** A server under test: its process, for its CPU use, and the port it answers on. */
-interface Server { process: ChildProcess, port: number }
-
-async function measure ({ process: server, port }: Server, workload: Workload, seconds: number): Promise<Sample> {
-  const before = cpuSeconds(server.pid!)
-  const started = performance.now()
-  const result = await load(port, workload, seconds)
-  const cpu = (cpuSeconds(server.pid!) - before) / ((performance.now() - started) / 1000)
-  return { ...result, cpu }
+/**
+ * Warms every server up on the workload, then measures them in turn, round after round, and
+ * returns each server's samples in the order given.
+ */
+async function compare (servers: Array<{ server: Server, workload: Workload }>, connections = CONNECTIONS): Promise<Sample[][]> {
+  if (warmup > 0) for (const { server, workload } of servers) await measure(server, workload, warmup, connections)
+  const samples = servers.map((): Sample[] => [])
+  for (let round = 0; round < rounds; round++) {
+    for (const [index, { server, workload }] of servers.entries()) samples[index]!.push(await measure(server, workload, duration, connections))
+  }
+  return samples
 }
 
 async function waitFor200 (port: number): Promise<void> {
@@ -155,63 +183,64 @@ const children = new Set<ChildProcess>()
 // Whatever happens, no server outlives the run to hold its port and core.
 process.on('exit', () => { for (const child of children) child.kill('SIGKILL') })
 
-function start (command: string[], env: Record<string, string>): ChildProcess {
+async function startServer (name: string, command: string[], port: number, env: Record<string, string> = {}): Promise<Server & { startupMs: number }> {
+  const launched = performance.now()
   const child = spawn(command[0]!, command.slice(1), { cwd: root, env: { ...process.env, ...env }, stdio: ['ignore', 'ignore', 'inherit'] })
   children.add(child)
   child.on('exit', () => children.delete(child))
-  return child
+  await waitFor200(port)
+  return { name, process: child, port, startupMs: performance.now() - launched }
+}
+
+async function stop (server: Server): Promise<void> {
+  server.process.kill('SIGTERM')
+  await once(server.process, 'exit')
 }
 
 const median = (numbers: number[]) => [...numbers].sort((a, b) => a - b)[Math.floor(numbers.length / 2)]!
+const summarise = (list: Sample[]): Sample => ({
+  rps: median(list.map((sample) => sample.rps)),
+  p50: median(list.map((sample) => sample.p50)),
+  p99: median(list.map((sample) => sample.p99)),
+  cpu: median(list.map((sample) => sample.cpu)),
+  unexpected: list.reduce((sum, sample) => sum + sample.unexpected, 0)
+})
+/** The median over rounds of the ratio of two servers' requests/s in the same round. */
+const medianRatio = (a: Sample[], b: Sample[]) => median(a.map((sample, round) => sample.rps / b[round]!.rps))
 /** "412 (380–455)": the median, then the lowest and highest. */
 const spread = (numbers: number[], digits: number) =>
   `${median(numbers).toFixed(digits)} (${Math.min(...numbers).toFixed(digits)}–${Math.max(...numbers).toFixed(digits)})`
 
-// A database of 1,000 users, made with the service's own schema; each log level starts
-// from its own copy, so rows added by one pass do not slow the next one's counts.
-const seedFile = join(folder, 'seed.db')
-const { db: seed } = await createDatabase({ dialect: 'sqlite', filename: seedFile })
-await migrateToLatest(seed, 'sqlite')
-await seed.transaction().execute(async (transaction) => {
-  for (let first = 1; first <= users; first += 1000) {
-    const batch = Array.from({ length: Math.min(1000, users - first + 1) }, (_, i) => ({ name: `user${first + i}`, email: `user${first + i}@example.com` }))
-    await transaction.insertInto('users').values(batch).execute()
-  }
-})
-await seed.destroy()
-
-async function startYardstick (script: string, port: number): Promise<Server> {
-  const yardstick = { process: start(pin(0, [process.execPath, '--import', 'tsx', script, String(port)]), {}), port }
-  await waitFor200(port)
-  return yardstick
+/** A database of `size` users, made with the service's own schema and migrations. */
+async function seededDatabase (size: number): Promise<string> {
+  const file = join(folder, `seed-${size}.db`)
+  const { db } = await createDatabase({ dialect: 'sqlite', filename: file })
+  await migrateToLatest(db, 'sqlite')
+  await db.transaction().execute(async (transaction) => {
+    for (let first = 1; first <= size; first += 1000) {
+      const batch = Array.from({ length: Math.min(1000, size - first + 1) }, (_, i) => ({ name: `user${first + i}`, email: `user${first + i}@example.com` }))
+      await transaction.insertInto('users').values(batch).execute()
+    }
+  })
+  await db.destroy()
+  return file
 }
-const baseline = await startYardstick('bench/baseline.ts', 3301)
-const plainFastify = await startYardstick('bench/fastify.ts', 3304)
 
-interface Row { workload: Workload, service: Sample, baseline: Sample, fastify: Sample, against?: Sample }
-interface LevelResult { level: string, startupMs: number, idleRss: number, loadedRss: number, rows: Row[] }
-
-interface Running extends Server { level: string, startupMs: number, idleRss: number }
-
-/** Starts the service at a log level on its own copy of the seeded database. */
-async function startService (level: string, port: number, bundle = join(root, SERVER_BUNDLE), label = level): Promise<Running> {
-  const databaseFile = join(folder, `${label}.db`)
-  copyFileSync(seedFile, databaseFile)
-  const launched = performance.now()
-  const service = start(pin(0, [process.execPath, bundle]), {
+/** Starts the service (or its build at `--against`) on a fresh copy of a seeded database. */
+async function startService (name: string, seed: string, bundle = join(root, SERVER_BUNDLE)) {
+  const port = await freePort()
+  const databaseFile = join(folder, `service-${port}.db`)
+  copyFileSync(seed, databaseFile)
+  const service = await startServer(name, pin(0, [process.execPath, bundle]), port, {
     NODE_ENV: 'production',
     JWT_SECRET: 'bench-secret-of-thirty-two-bytes-or-more',
-    LOG_LEVEL: level,
+    LOG_LEVEL: 'warn',
     HOST: '127.0.0.1',
     PORT: String(port),
     DATABASE_URL: `sqlite:${databaseFile}`
   })
-  await waitFor200(port)
-  const startupMs = performance.now() - launched
   await sleep(1000)
-  const idleRss = rssMegabytes(service.pid!)
-  process.stderr.write(`${label}: first 200 after ${startupMs.toFixed(0)} ms, idle RSS ${idleRss.toFixed(1)} MB\n`)
-  return { level, process: service, port, startupMs, idleRss }
+  return { ...service, idleRss: rssMegabytes(service.process.pid!) }
 }
 
 /** The service's bundle as built at another commit, for `--against`. */
@@ -225,128 +254,173 @@ function buildAt (ref: string): string {
   run('npm', ['run', 'build'], worktree)
   return join(worktree, SERVER_BUNDLE)
 }
+
+/** How many users a server holds, from its X-Total-Count. */
+async function storedUsers (server: Server): Promise<number> {
+  return Number((await fetch(`http://127.0.0.1:${server.port}/users?limit=1`)).headers.get('x-total-count'))
+}
+
+const lines: string[] = []
+const write = (...text: string[]) => {
+  lines.push(...text)
+  for (const line of text) process.stderr.write(line + '\n')
+}
+const cores = (sample: Sample) => `${sample.cpu.toFixed(2)}${sample.cpu < FULL_CORE ? ' ⚠' : ''}`
+const latency = (sample: Sample) => `${sample.p50.toFixed(2)} / ${sample.p99.toFixed(2)}`
+const mark = (ratio: number, target: number | undefined) => `${ratio.toFixed(2)}×${target === undefined ? '' : ratio >= target ? ' ✓' : ' ✗'}`
+
+const seed = await seededDatabase(users)
 const againstBundle = values.against === undefined ? undefined : buildAt(values.against)
 
-const summarise = (list: Sample[]): Sample => ({
-  rps: median(list.map((sample) => sample.rps)),
-  p50: median(list.map((sample) => sample.p50)),
-  p99: median(list.map((sample) => sample.p99)),
-  cpu: median(list.map((sample) => sample.cpu)),
-  unexpected: list.reduce((sum, sample) => sum + sample.unexpected, 0)
-})
-
-// One start says little on a shared machine, so start-up is measured over several, before
-// the load, at the default level of production logging.
-const STARTS = 5
-const startups: Array<Pick<Running, 'startupMs' | 'idleRss'>> = []
-for (let index = 0; index < STARTS; index++) {
-  const { process: service, startupMs, idleRss } = await startService('warn', 3302)
-  startups.push({ startupMs, idleRss })
-  service.kill('SIGTERM')
-  await once(service, 'exit')
-}
-
-const results: LevelResult[] = []
-// Both log levels run side by side with the yardsticks, and every round measures all four in
-// turn, so that the ratios (to the yardsticks, and info to warn) come from the same minutes
-// even when the machine's speed drifts. Idle servers on the shared core use no CPU.
-const services = [await startService('warn', 3302), await startService('info', 3303)]
-const rows = services.map((): Row[] => [])
-const againstServers = againstBundle === undefined ? [] : [await startService('warn', 3305, againstBundle, values.against)]
-const servers = [...services, baseline, plainFastify, ...againstServers]
-try {
-  for (const workload of workloads) {
-    for (const server of servers) await measure(server, workload, warmup)
-    const samples = servers.map((): Sample[] => [])
-    for (let round = 0; round < rounds; round++) {
-      for (const [index, server] of servers.entries()) samples[index]!.push(await measure(server, workload, duration))
-    }
-    const [baselineSummary, fastifySummary, againstSummary] = samples.slice(services.length).map(summarise)
-    for (const [index, service] of services.entries()) {
-      const row = { workload, service: summarise(samples[index]!), baseline: baselineSummary!, fastify: fastifySummary!, against: againstSummary }
-      rows[index]!.push(row)
-      process.stderr.write(`  ${workload.name} at ${service.level}: ${row.service.rps.toFixed(0)} vs ${row.baseline.rps.toFixed(0)} req/s (${(row.service.rps / row.baseline.rps).toFixed(2)}x), ` +
-        `plain Fastify ${row.fastify.rps.toFixed(0)} (${(row.service.rps / row.fastify.rps).toFixed(2)}x), p99 ${row.service.p99.toFixed(2)} ms\n`)
-    }
-  }
-  for (const [index, service] of services.entries()) {
-    const { level, startupMs, idleRss } = service
-    results.push({ level, startupMs, idleRss, loadedRss: rssMegabytes(service.process.pid!), rows: rows[index]! })
-    service.process.kill('SIGTERM')
-    await once(service.process, 'exit')
-  }
-} finally {
-  for (const yardstick of [baseline, plainFastify, ...againstServers]) yardstick.process.kill('SIGTERM')
-  rmSync(folder, { recursive: true, force: true })
-}
-
-// The report.
-const warn = results.find((result) => result.level === 'warn')!
-const flag = (sample: Sample) => sample.cpu < FULL_CORE ? ` ⚠ ${sample.cpu.toFixed(2)} cores` : ''
-const lines: string[] = [
-  `Machine: ${cpus().length} × ${cpus()[0]?.model.trim()}, Node ${process.version}, load generator ${generator}` +
-    `${pinning ? ', server on core 0 and generator on core 1 (taskset)' : ', not pinned (no taskset)'}.`,
-  `Command: \`npm run bench -- --duration ${duration} --rounds ${rounds} --warmup ${warmup} --users ${users}${values.only === undefined ? '' : ` --only ${values.only}`}` +
-    `${values.against === undefined ? '' : ` --against ${values.against}`}\`; ${connections} connections; medians of ${rounds} rounds; ${users} users stored.`,
-  'Plain Fastify is bench/fastify.ts: Fastify 5 with the same routes and schemas, @fastify/cors and @fastify/static, logging off, fixed users and no storage.',
-  '',
-  `Start-up, over ${STARTS} starts at LOG_LEVEL=warn: first 200 on /health after ${spread(startups.map((start) => start.startupMs), 0)} ms ` +
-    `(target ≤ 500); idle RSS ${spread(startups.map((start) => start.idleRss), 1)} MB (target ≤ 80).`,
+write(
+  `Machine: ${cpus().length} × ${cpus()[0]?.model.trim()}, Node ${process.version}, wrk ${/wrk (\S+)/.exec(spawnSync('wrk', ['-v'], { encoding: 'utf8' }).stdout)?.[1] ?? ''}` +
+    `${pinning ? ', servers on core 0 and wrk on core 1 (taskset)' : ', not pinned (no taskset)'}.`,
+  `Command: \`npm run bench -- --duration ${duration} --rounds ${rounds} --warmup ${warmup} --users ${users} --big ${bigUsers}` +
+    `${values.only === undefined ? '' : ` --only ${values.only}`}${values.against === undefined ? '' : ` --against ${values.against}`}\`: ` +
+    `${rounds} rounds of ${duration} s per server and workload after ${warmup} s of warm-up; medians; ratios are medians of each round's ratio.`,
+  'The service runs as shipped: NODE_ENV=production, LOG_LEVEL=warn, every default feature on (request ids, security headers, CORS, metrics, overload protection), SQLite with synchronous=FULL.',
   ''
-]
-for (const result of results) {
-  lines.push(`### LOG_LEVEL=${result.level}${result.level === 'info' ? ' (access log on, stdout to /dev/null)' : ' (access log off)'}`, '')
-  lines.push(`First 200 on /health ${result.startupMs.toFixed(0)} ms after process start; RSS ${result.idleRss.toFixed(1)} MB idle, ${result.loadedRss.toFixed(1)} MB after the load.`, '')
-  const againstColumns = values.against === undefined ? '' : ` ${values.against} req/s | ${values.against} p50 / p99 ms | service ÷ ${values.against} |`
-  lines.push(result.level === 'warn'
-    ? `| workload | service req/s | baseline req/s | ratio | target | service p50 / p99 ms | baseline p50 / p99 ms | service CPU | plain Fastify req/s | service ÷ Fastify |${againstColumns}`
-    : '| workload | service req/s | ratio to warn | target | ratio to baseline | service p50 / p99 ms | service CPU |')
-  lines.push(result.level === 'warn' ? `|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|${values.against === undefined ? '' : '---:|---:|---:|'}` : '|---|---:|---:|---:|---:|---:|---:|')
-  for (const { workload, service, baseline, fastify, against } of result.rows) {
-    const unexpected = service.unexpected > 0 ? ` (${service.unexpected} unexpected answers)` : ''
-    if (result.level === 'warn') {
-      const ratio = service.rps / baseline.rps
-      const mark = workload.target === undefined ? '' : ratio >= workload.target ? ' ✓' : ' ✗'
-      lines.push(`| ${workload.name}${unexpected} | ${service.rps.toFixed(0)} | ${baseline.rps.toFixed(0)} | ${ratio.toFixed(2)}×${mark} | ${workload.target === undefined ? '' : `≥ ${workload.target}×`} | ${service.p50.toFixed(2)} / ${service.p99.toFixed(2)} | ${baseline.p50.toFixed(2)} / ${baseline.p99.toFixed(2)} | ${service.cpu.toFixed(2)}${flag(service)} | ${fastify.rps.toFixed(0)}${flag(fastify)} | ${(service.rps / fastify.rps).toFixed(2)}× |` +
-        (against === undefined ? '' : ` ${against.rps.toFixed(0)}${flag(against)} | ${against.p50.toFixed(2)} / ${against.p99.toFixed(2)} | ${(service.rps / against.rps).toFixed(2)}× |`))
-    } else {
-      const atWarn = warn.rows.find((row) => row.workload === workload)!.service.rps
-      const ratio = service.rps / atWarn
-      lines.push(`| ${workload.name}${unexpected} | ${service.rps.toFixed(0)} | ${ratio.toFixed(2)}× ${ratio >= 0.75 ? '✓' : '✗'} | ≥ 0.75× | ${(service.rps / baseline.rps).toFixed(2)}× | ${service.p50.toFixed(2)} / ${service.p99.toFixed(2)} | ${service.cpu.toFixed(2)}${flag(service)} |`)
-    }
-  }
-  lines.push('')
-}
-writeFileSync(join(root, 'docs/benchmark-run.md'), lines.join('\n'))
-writeFileSync(join(root, 'docs/benchmark-run.svg'), chart(warn))
-process.stdout.write(lines.join('\n') + '\nWrote docs/benchmark-run.md and docs/benchmark-run.svg\n')
+)
 
-/** Requests/s per workload, service beside the baseline and plain Fastify, at LOG_LEVEL=warn. */
-function chart (result: LevelResult): string {
+// 1. Start-up.
+const STARTS = 5
+const starts: Array<{ startupMs: number, idleRss: number }> = []
+for (let index = 0; index < STARTS; index++) {
+  const service = await startService('service', seed)
+  starts.push(service)
+  await stop(service)
+}
+const startupMs = starts.map((start) => start.startupMs)
+const idleRss = starts.map((start) => start.idleRss)
+write('## Start-up and memory', '',
+  `Over ${STARTS} starts: first 200 on /health ${spread(startupMs, 0)} ms after process start (target ≤ 500 ${median(startupMs) <= 500 ? '✓' : '✗'}); ` +
+  `idle RSS ${spread(idleRss, 1)} MB (target ≤ 80 ${median(idleRss) <= 80 ? '✓' : '✗'}).`, '')
+
+// 2. Every workload at 50 connections, and 3. the concurrency sweep, against the yardsticks.
+const service = await startService('service', seed)
+/** Starts one of the plain servers in bench/, given its port and then `args`. */
+async function startPlain (name: string, script: string, ...args: string[]): Promise<Server> {
+  const port = await freePort()
+  return startServer(name, pin(0, [process.execPath, '--import', 'tsx', script, String(port), ...args]), port)
+}
+const baseline = await startPlain('baseline', 'bench/baseline.ts')
+const yardsticks: Record<YardstickName, Server> = {
+  'plain Fastify': await startPlain('plain Fastify', 'bench/fastify.ts'),
+  'plain Fastify + SQLite': await startPlain('plain Fastify + SQLite', 'bench/fastify-sqlite.ts', join(folder, 'plain.db'))
+}
+const against = againstBundle === undefined ? undefined : await startService(values.against!, seed, againstBundle)
+
+interface Row { workload: Workload, service: Sample, yardstick?: Sample, baseline: Sample, toYardstick?: number, toBaseline: number, stored?: string }
+const rows: Row[] = []
+write(`## Every route at ${CONNECTIONS} connections`, '',
+  `| workload | service req/s | p50 / p99 ms | CPU | yardstick | yardstick req/s | service ÷ yardstick (target) | baseline req/s | service ÷ baseline |${against === undefined ? '' : ` ${values.against} req/s | service ÷ ${values.against} |`}`,
+  `|---|---:|---:|---:|---|---:|---:|---:|---:|${against === undefined ? '' : '---:|---:|'}`)
+for (const workload of workloads) {
+  const yardstick = workload.yardstick === undefined ? undefined : yardsticks[workload.yardstick]
+  const servers = [service, baseline, ...(yardstick === undefined ? [] : [yardstick]), ...(against === undefined ? [] : [against])]
+  const before = workload.expect === 201 ? await storedUsers(service) : 0
+  const samples = await compare(servers.map((server) => ({ server, workload })))
+  const [serviceSamples, baselineSamples] = samples as [Sample[], Sample[]]
+  const yardstickSamples = yardstick === undefined ? undefined : samples[2]!
+  const againstSamples = against === undefined ? undefined : samples.at(-1)!
+  const row: Row = {
+    workload,
+    service: summarise(serviceSamples),
+    baseline: summarise(baselineSamples),
+    toBaseline: medianRatio(serviceSamples, baselineSamples),
+    ...(yardstickSamples !== undefined && { yardstick: summarise(yardstickSamples), toYardstick: medianRatio(serviceSamples, yardstickSamples) })
+  }
+  if (workload.expect === 201) {
+    // Every 201 is a stored user: wrk counts the answers it read, so requests still in
+    // flight when it stopped may be stored without being counted, never the other way.
+    const [created, stored] = [created201.get(service) ?? 0, await storedUsers(service) - before]
+    row.stored = `${created} answers 201 (warm-up included), ${stored} users stored ${stored >= created ? '✓' : '✗'}`
+  }
+  rows.push(row)
+  const unexpected = row.service.unexpected > 0 ? ` (${row.service.unexpected} unexpected answers)` : ''
+  write(`| ${workload.name}${unexpected} | ${row.service.rps.toFixed(0)} | ${latency(row.service)}${row.service.p99 <= P99_TARGET_MS ? '' : ' ✗'} | ${cores(row.service)} | ` +
+    `${workload.yardstick ?? ''} | ${row.yardstick?.rps.toFixed(0) ?? ''} | ${row.toYardstick === undefined ? '' : `${mark(row.toYardstick, workload.target)}${workload.target === undefined ? '' : ` (≥ ${workload.target}×)`}`} | ` +
+    `${row.baseline.rps.toFixed(0)} | ${row.toBaseline.toFixed(2)}× |` +
+    (againstSamples === undefined ? '' : ` ${summarise(againstSamples).rps.toFixed(0)} | ${medianRatio(serviceSamples, againstSamples).toFixed(2)}× |`))
+}
+write('', `p99 target: ≤ ${P99_TARGET_MS} ms on every route (✗ marks a miss). CPU is the server's, in cores; ⚠ marks a server that used less than ${FULL_CORE} of its core, when wrk, not the server, was the limit.`)
+for (const row of rows.filter((row) => row.stored !== undefined)) write('', `${row.workload.name}: ${row.stored}.`)
+write('')
+
+write('## Concurrency sweep', '',
+  '| workload | connections | service req/s | service p50 / p99 ms | yardstick | yardstick req/s | yardstick p50 / p99 ms | service ÷ yardstick |',
+  '|---|---:|---:|---:|---|---:|---:|---:|')
+for (const workload of sweepWorkloads) {
+  const yardstick = yardsticks[workload.yardstick!]
+  for (const connections of [...SWEEP_CONNECTIONS.slice(0, 1), CONNECTIONS, ...SWEEP_CONNECTIONS.slice(1)]) {
+    const sweepRow = connections === CONNECTIONS ? rows.find((row) => row.workload === workload) : undefined
+    let serviceSample: Sample, yardstickSample: Sample, ratio: number
+    if (sweepRow !== undefined) {
+      [serviceSample, yardstickSample, ratio] = [sweepRow.service, sweepRow.yardstick!, sweepRow.toYardstick!]
+    } else {
+      const [serviceSamples, yardstickSamples] = await compare([{ server: service, workload }, { server: yardstick, workload }], connections) as [Sample[], Sample[]]
+      ;[serviceSample, yardstickSample, ratio] = [summarise(serviceSamples), summarise(yardstickSamples), medianRatio(serviceSamples, yardstickSamples)]
+    }
+    write(`| ${workload.name} | ${connections} | ${serviceSample.rps.toFixed(0)} | ${latency(serviceSample)} | ${yardstick.name} | ${yardstickSample.rps.toFixed(0)} | ${latency(yardstickSample)} | ${ratio.toFixed(2)}× |`)
+  }
+}
+write('')
+const loadedRss = rssMegabytes(service.process.pid!)
+for (const server of [service, baseline, ...Object.values(yardsticks), ...(against === undefined ? [] : [against])]) await stop(server)
+write(`The service's RSS after all of the above: ${loadedRss.toFixed(1)} MB.`, '')
+
+// 4. The table-size sweep: the same workloads on a small and a big table, side by side.
+if (bigUsers > 0) {
+  const small = await startService(`${users} users`, seed)
+  const big = await startService(`${bigUsers} users`, await seededDatabase(bigUsers))
+  write(`## Table size: ${users.toLocaleString('en')} and ${bigUsers.toLocaleString('en')} users`, '',
+    `A lookup and a keyset page ${bigUsers > 20_000 ? '10,000 users from the end of the table' : 'halfway through the table'}; POST /users last, so that the others see the tables as seeded.`, '',
+    `| workload | ${users} users req/s | p50 / p99 ms | ${bigUsers} users req/s | p50 / p99 ms | big ÷ small (target ≥ ${TABLE_TARGET}×) |`,
+    '|---|---:|---:|---:|---:|---:|')
+  const smallWorkloads = tableWorkloads(users)
+  const bigWorkloads = tableWorkloads(bigUsers)
+  for (const [index, smallWorkload] of smallWorkloads.entries()) {
+    const [smallSamples, bigSamples] = await compare([{ server: small, workload: smallWorkload }, { server: big, workload: bigWorkloads[index]! }]) as [Sample[], Sample[]]
+    const [smallSample, bigSample] = [summarise(smallSamples), summarise(bigSamples)]
+    write(`| ${smallWorkload.name} | ${smallSample.rps.toFixed(0)} | ${latency(smallSample)} | ${bigSample.rps.toFixed(0)} | ${latency(bigSample)} | ${mark(medianRatio(bigSamples, smallSamples), TABLE_TARGET)} |`)
+  }
+  write('')
+  await stop(small)
+  await stop(big)
+}
+rmSync(folder, { recursive: true, force: true })
+
+writeFileSync(join(root, 'docs/benchmark-run.md'), ['# Benchmark run', '', '![Requests/s at 50 connections](benchmark-run.svg)', '', ...lines].join('\n'))
+writeFileSync(join(root, 'docs/benchmark-run.svg'), chart(rows))
+process.stdout.write('Wrote docs/benchmark-run.md and docs/benchmark-run.svg\n')
+
+/** Requests/s per workload at 50 connections: the service beside its yardstick and the baseline. */
+function chart (rows: Row[]): string {
   const barHeight = 14
   const rowHeight = 3 * barHeight + 14
   const left = 190
   const width = 720
   const top = 40
-  const max = Math.max(...result.rows.flatMap((row) => [row.service.rps, row.baseline.rps, row.fastify.rps]))
+  const max = Math.max(...rows.flatMap((row) => [row.service.rps, row.baseline.rps, row.yardstick?.rps ?? 0]))
   const scale = (rps: number) => (rps / max) * (width - left - 90)
   const escape = (text: string) => text.replace(/&/g, '&amp;').replace(/</g, '&lt;')
   const bar = (y: number, rps: number, fill: string, label: string) =>
     `<rect x="${left}" y="${y}" width="${scale(rps).toFixed(1)}" height="${barHeight}" fill="${fill}"/>` +
     `<text x="${left + scale(rps) + 4}" y="${y + 11}">${label}</text>`
-  const rows = result.rows.map((row, index) => {
+  const bars = rows.map((row, index) => {
     const y = top + index * rowHeight
     return `<text x="${left - 8}" y="${y + barHeight + 11}" text-anchor="end">${escape(row.workload.name)}</text>` +
-      bar(y, row.service.rps, '#2f6fdf', `${Math.round(row.service.rps)} (${(row.service.rps / row.baseline.rps).toFixed(2)}×)`) +
-      bar(y + barHeight, row.baseline.rps, '#b9b9b9', String(Math.round(row.baseline.rps))) +
-      bar(y + 2 * barHeight, row.fastify.rps, '#e0a040', String(Math.round(row.fastify.rps)))
+      bar(y, row.service.rps, '#2f6fdf', `${Math.round(row.service.rps)}${row.toYardstick === undefined ? '' : ` (${row.toYardstick.toFixed(2)}×)`}`) +
+      (row.yardstick === undefined ? '' : bar(y + barHeight, row.yardstick.rps, row.workload.yardstick === 'plain Fastify' ? '#e0a040' : '#3a9a5a', String(Math.round(row.yardstick.rps)))) +
+      bar(y + 2 * barHeight, row.baseline.rps, '#b9b9b9', String(Math.round(row.baseline.rps)))
   })
-  const height = top + result.rows.length * rowHeight + 10
+  const height = top + rows.length * rowHeight + 10
   return `<svg xmlns="http://www.w3.org/2000/svg" width="${width}" height="${height}" font-family="sans-serif" font-size="11">` +
     '<rect width="100%" height="100%" fill="white"/>' +
-    `<text x="10" y="18" font-size="13" font-weight="bold">Requests/s at ${connections} connections, LOG_LEVEL=warn</text>` +
+    `<text x="10" y="18" font-size="13" font-weight="bold">Requests/s at ${CONNECTIONS} connections (${process.version})</text>` +
     `<rect x="${left}" y="24" width="10" height="10" fill="#2f6fdf"/><text x="${left + 14}" y="33">service</text>` +
-    `<rect x="${left + 70}" y="24" width="10" height="10" fill="#b9b9b9"/><text x="${left + 84}" y="33">bare node:http baseline</text>` +
-    `<rect x="${left + 230}" y="24" width="10" height="10" fill="#e0a040"/><text x="${left + 244}" y="33">plain Fastify</text>` +
-    rows.join('') + '</svg>\n'
+    `<rect x="${left + 70}" y="24" width="10" height="10" fill="#e0a040"/><text x="${left + 84}" y="33">plain Fastify</text>` +
+    `<rect x="${left + 170}" y="24" width="10" height="10" fill="#3a9a5a"/><text x="${left + 184}" y="33">plain Fastify + SQLite</text>` +
+    `<rect x="${left + 310}" y="24" width="10" height="10" fill="#b9b9b9"/><text x="${left + 324}" y="33">node:http baseline</text>` +
+    bars.join('') + '</svg>\n'
 }

@@ -1,0 +1,47 @@
+/**
+ * The benchmark's plain Fastify yardstick, written as the seed's example would be: Fastify 5,
+ * JSON schemas, @fastify/cors reflecting any origin, a JSON error and not-found responder,
+ * logging off, and no hooks, static files or other plugins. bench/fastify.ts serves users from
+ * memory; bench/fastify-sqlite.ts stores them in SQLite.
+ */
+import cors from '@fastify/cors'
+import Fastify, { type FastifyInstance } from 'fastify'
+
+export const userShape = { type: 'object', properties: { id: { type: 'string' }, name: { type: 'string' } } } as const
+export const newUser = {
+  type: 'object',
+  required: ['name', 'email'],
+  properties: { name: { type: 'string', minLength: 1 }, email: { type: 'string', format: 'email' } }
+} as const
+export const page = {
+  querystring: { type: 'object', properties: { limit: { type: 'integer', minimum: 1, maximum: 1000, default: 100 }, offset: { type: 'integer', minimum: 0, default: 0 } } },
+  response: { 200: { type: 'array', items: { type: 'object', properties: { id: { type: 'integer' }, name: { type: 'string' } } } } }
+} as const
+
+const hello = { 200: { type: 'object', properties: { hello: { type: 'string' } } } }
+
+/** The routes that need no storage; the caller adds the user routes and listens. */
+export async function plainFastify (): Promise<FastifyInstance> {
+  const app = Fastify({ logger: false })
+  await app.register(cors, { origin: true })
+  app.setErrorHandler((error: { statusCode?: number, message: string }, _request, reply) => {
+    const status = error.statusCode ?? 500
+    reply.code(status).send({ error: status >= 500 ? 'Internal Server Error' : error.message })
+  })
+  app.setNotFoundHandler((_request, reply) => { reply.code(404).send({ error: 'Route not found' }) })
+
+  app.get('/', { schema: { response: hello } }, async () => ({ hello: 'world' }))
+  app.get('/health', async () => ({ status: 'ok' }))
+  app.get<{ Querystring: { name?: string } }>('/custom', {
+    schema: { querystring: { type: 'object', properties: { name: { type: 'string' }, age: { type: 'integer' } } }, response: hello }
+  }, async (request) => ({ hello: request.query.name ?? 'world' }))
+  app.post<{ Params: { id: string }, Body: { name: string, email: string } }>('/users/:id', {
+    schema: {
+      params: { type: 'object', properties: { id: { type: 'string', pattern: '^[0-9a-fA-F]{24}$' } } },
+      querystring: { type: 'object', properties: { limit: { type: 'integer', default: 10 }, offset: { type: 'integer', default: 0 } } },
+      body: { ...newUser, additionalProperties: false, properties: { ...newUser.properties, age: { type: 'integer', minimum: 0 } } },
+      response: { 200: { type: 'object', properties: { id: { type: 'string' }, name: { type: 'string' }, email: { type: 'string' } } } }
+    }
+  }, async (request) => ({ id: request.params.id, name: request.body.name, email: request.body.email }))
+  return app
+}
