@@ -17,7 +17,7 @@ import overload from './plugins/overload.js'
 import rateLimit from './plugins/rate-limit.js'
 import requestHooks, { requestIdFrom } from './plugins/request-hooks.js'
 import securityHeaders from './plugins/security-headers.js'
-import staticFiles from './plugins/static-files.js'
+import staticFiles, { apiPathSegments } from './plugins/static-files.js'
 import storage from './plugins/storage.js'
 import health from './routes/health.js'
 import { statusSchemas } from './routes/health.schemas.js'
@@ -98,6 +98,8 @@ export async function buildApp (config: Config, options: BuildOptions = {}): Pro
   // Bodies are JSON or nothing: without this, text/plain would be parsed as a string.
   app.removeContentTypeParser('text/plain')
   registerErrorHandlers(app)
+  // Files are served last, and not under the path of any route registered from here on.
+  const apiSegments = apiPathSegments(app)
 
   await app.register(requestHooks)
   await app.register(securityHeaders)
@@ -106,7 +108,6 @@ export async function buildApp (config: Config, options: BuildOptions = {}): Pro
   await app.register(storage, { database: config.database, traced: options.tracing !== undefined })
   if (config.metrics) await app.register(metricsCollection)
   await app.register(auth, { jwt: config.jwt })
-  await app.register(staticFiles, { root: config.staticDir })
 
   // The API: shed under overload, rate-limited and token-protected as configured, in that
   // order for each request. Health, docs and static files stay outside, always answerable.
@@ -127,6 +128,7 @@ export async function buildApp (config: Config, options: BuildOptions = {}): Pro
       await operations.register(metrics)
     })
   }
+  await app.register(staticFiles, { root: config.staticDir, apiSegments })
 
   return app
 }

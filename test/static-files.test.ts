@@ -71,10 +71,16 @@ test('dotfiles and directories are not served or listed', async (t) => {
   }
 })
 
-test('an API route wins over a file of the same path', async (t) => {
-  const { port } = await listeningApp(t, { STATIC_DIR: staticFolder(t) })
+test('an API route wins over a file of the same path, or under its path', async (t) => {
+  const root = staticFolder(t)
+  mkdirSync(join(root, 'users', 'list'), { recursive: true })
+  writeFileSync(join(root, 'users', 'list', 'all.html'), 'a file under /users')
+  const { port } = await listeningApp(t, { STATIC_DIR: root })
   const response = await rawRequest(port, { path: '/health' })
   assert.deepEqual(JSON.parse(response.body), { status: 'ok' })
+  const underUsers = await rawRequest(port, { path: '/users/list/all.html' })
+  assert.equal(underUsers.statusCode, 404)
+  assert.deepEqual(JSON.parse(underUsers.body), { error: 'Route not found' })
   const home = await rawRequest(port, { path: '/' })
   assert.deepEqual(JSON.parse(home.body), { hello: 'world' })
 })
@@ -86,25 +92,31 @@ test('a missing file is the JSON 404 of any unknown route', async (t) => {
   assert.deepEqual(JSON.parse(response.body), { error: 'Route not found' })
 })
 
-test('a file added while running is served at once, and a removed one is a 404', async (t) => {
+test('the files served are those present at start: one added later is a 404 until a restart, and a removed one is a 404', async (t) => {
   const root = staticFolder(t)
   const { port } = await listeningApp(t, { STATIC_DIR: root })
   writeFileSync(join(root, 'added.txt'), 'new')
-  assert.equal((await rawRequest(port, { path: '/added.txt' })).body, 'new')
+  const added = await rawRequest(port, { path: '/added.txt' })
+  assert.equal(added.statusCode, 404)
+  assert.deepEqual(JSON.parse(added.body), { error: 'Route not found' })
 
   rmSync(join(root, 'style.css'))
   const removed = await rawRequest(port, { path: '/style.css' })
   assert.equal(removed.statusCode, 404)
   assert.deepEqual(JSON.parse(removed.body), { error: 'Route not found' })
+
+  const { port: restarted } = await listeningApp(t, { STATIC_DIR: root })
+  assert.equal((await rawRequest(restarted, { path: '/added.txt' })).body, 'new')
 })
 
 test('a changed file is served at once, with its own ETag, and a large one in full', async (t) => {
   const root = staticFolder(t)
+  const large = 'x'.repeat(200_000)
+  writeFileSync(join(root, 'large.txt'), 'small')
   const { port } = await listeningApp(t, { STATIC_DIR: root })
   assert.equal((await rawRequest(port, { path: '/style.css' })).body, 'body { color: red }')
 
   writeFileSync(join(root, 'style.css'), 'body { color: blue; margin: 0 }')
-  const large = 'x'.repeat(200_000)
   writeFileSync(join(root, 'large.txt'), large)
 
   const changed = await rawRequest(port, { path: '/style.css' })

@@ -1,24 +1,42 @@
 /**
- * Files from `STATIC_DIR` (seed §4.8), with @fastify/static. Its wildcard route is less
- * specific than every API route, so an API route wins over a file of the same path. Paths
- * stay inside the folder, ETag and Last-Modified are answered with 304s, dotfiles and folders
- * are not served and nothing is listed, and a miss falls through to the JSON not-found
- * handler. Every request looks at the disk, so a file added or changed is served at once.
+ * Files from `STATIC_DIR` (seed §4.8), with @fastify/static. The files present at start-up
+ * get a route each (`wildcard: false`): a request for any other path goes straight to the
+ * JSON not-found handler, where the wildcard route would look at the disk, every folder of
+ * the path, for every unknown URL. A file added later is served after a restart; a changed
+ * file is served at once; a removed one is a 404.
+ *
+ * An API route wins over a file: files under the first segment of an API route's path
+ * (`health`, `users/…`, `documentation/…`) are not served. Paths stay inside the folder, ETag and
+ * Last-Modified are answered with 304s, and dotfiles and folders are not served or listed.
  */
 import { resolve } from 'node:path'
 import fastifyStatic from '@fastify/static'
 import type { FastifyInstance } from 'fastify'
 import fp from 'fastify-plugin'
 
-async function staticFiles (app: FastifyInstance, options: { root: string }): Promise<void> {
+/**
+ * The first segments of the paths of the routes registered after this call, to be passed to
+ * the static files plugin registered after them.
+ */
+export function apiPathSegments (app: FastifyInstance): Set<string> {
+  const segments = new Set<string>()
+  app.addHook('onRoute', (route) => {
+    // A literal segment: CORS's catch-all OPTIONS route (`*`) claims no file.
+    const [segment = ''] = route.url.split('/').filter(Boolean)
+    if (/^[\w.-]+$/.test(segment)) segments.add(segment)
+  })
+  return segments
+}
+
+async function staticFiles (app: FastifyInstance, options: { root: string, apiSegments: Set<string> }): Promise<void> {
   await app.register(fastifyStatic, {
     root: resolve(options.root),
+    wildcard: false,
+    globIgnore: [...options.apiSegments].flatMap((segment) => [segment, `${segment}/**`]),
     index: false,
     dotfiles: 'ignore',
     redirect: false,
-    list: false,
-    // A folder's URL is no file's: a miss like any other, not send's 403.
-    allowedPath: (path) => !path.endsWith('/')
+    list: false
   })
 }
 
