@@ -1,7 +1,10 @@
-/** Plain Fastify (bench/plain-fastify.ts) with users from memory: the framework's own cost. */
+/**
+ * Plain Fastify (bench/plain-fastify.ts) with users from memory: the framework's own cost.
+ * `node bench/fastify.ts <port> [service-headers]`.
+ */
 import { newUser, page, plainFastify, userShape } from './plain-fastify.js'
 
-const app = await plainFastify()
+const app = await plainFastify({ serviceHeaders: process.argv[3] === 'service-headers' })
 const users = Array.from({ length: 1000 }, (_, i) => ({ id: i + 1, name: `user${i + 1}` }))
 
 app.get<{ Querystring: { limit: number, offset: number } }>('/users', { schema: page }, async (request, reply) => {

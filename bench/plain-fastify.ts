@@ -4,8 +4,11 @@
  * logging off, and no hooks, static files or other plugins. bench/fastify.ts serves users from
  * memory; bench/fastify-sqlite.ts stores them in SQLite.
  */
+import { randomUUID } from 'node:crypto'
 import cors from '@fastify/cors'
 import Fastify, { type FastifyInstance } from 'fastify'
+import { EXPOSED_HEADERS } from '../src/plugins/cors.js'
+import { helmetHeaders } from '../src/plugins/security-headers.js'
 
 export const userShape = { type: 'object', properties: { id: { type: 'string' }, name: { type: 'string' } } } as const
 export const newUser = {
@@ -20,10 +23,21 @@ export const page = {
 
 const hello = { 200: { type: 'object', properties: { hello: { type: 'string' } } } }
 
-/** The routes that need no storage; the caller adds the user routes and listens. */
-export async function plainFastify (): Promise<FastifyInstance> {
-  const app = Fastify({ logger: false })
-  await app.register(cors, { origin: true })
+/**
+ * The routes that need no storage; the caller adds the user routes and listens. With
+ * `serviceHeaders`, every answer also carries the headers the service adds to each (helmet's
+ * security headers, CORS's exposed headers, a request id), to show what they cost by themselves.
+ */
+export async function plainFastify ({ serviceHeaders = false } = {}): Promise<FastifyInstance> {
+  const app = Fastify({ logger: false, ...(serviceHeaders && { genReqId: () => randomUUID() }) })
+  await app.register(cors, { origin: true, ...(serviceHeaders && { exposedHeaders: EXPOSED_HEADERS }) })
+  if (serviceHeaders) {
+    const headers = helmetHeaders()
+    app.addHook('onRequest', (request, reply, done) => {
+      reply.headers(headers).header('x-request-id', request.id)
+      done()
+    })
+  }
   app.setErrorHandler((error: { statusCode?: number, message: string }, _request, reply) => {
     const status = error.statusCode ?? 500
     reply.code(status).send({ error: status >= 500 ? 'Internal Server Error' : error.message })

@@ -8,12 +8,15 @@ import fastifyCors from '@fastify/cors'
 import type { FastifyInstance } from 'fastify'
 import fp from 'fastify-plugin'
 
+/** The answer's headers that a browser's script may read. */
+export const EXPOSED_HEADERS = ['Location', 'X-Total-Count', 'Link', 'ETag', 'X-Request-Id', 'WWW-Authenticate', 'Retry-After',
+  'RateLimit-Limit', 'RateLimit-Remaining', 'RateLimit-Reset']
+
 async function cors (app: FastifyInstance, options: { origin: true | string[] }): Promise<void> {
   await app.register(fastifyCors, {
     origin: options.origin,
     methods: ['GET', 'HEAD', 'POST', 'OPTIONS'],
-    exposedHeaders: ['Location', 'X-Total-Count', 'Link', 'ETag', 'X-Request-Id', 'WWW-Authenticate', 'Retry-After',
-      'RateLimit-Limit', 'RateLimit-Remaining', 'RateLimit-Reset'],
+    exposedHeaders: EXPOSED_HEADERS,
     maxAge: 600,
     // An OPTIONS request without the preflight headers is answered 204 all the same.
     strictPreflight: false

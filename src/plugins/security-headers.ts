@@ -34,7 +34,7 @@ export const HELMET_OPTIONS = {
 }
 
 /** The headers helmet sets with these options, which depend on nothing in the request. */
-function helmetHeaders (): Record<string, string> {
+export function helmetHeaders (): Record<string, string> {
   const request = new IncomingMessage(new Socket())
   const response = new ServerResponse(request)
   helmet(HELMET_OPTIONS)(request, response, (error?: unknown) => {
