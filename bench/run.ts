@@ -27,6 +27,7 @@
 import { execFileSync, spawn, spawnSync, type ChildProcess } from 'node:child_process'
 import { once } from 'node:events'
 import { copyFileSync, existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
+import { get, type IncomingMessage } from 'node:http'
 import { cpus, tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { setTimeout as sleep } from 'node:timers/promises'
@@ -258,9 +259,15 @@ function buildAt (ref: string): string {
   return join(worktree, SERVER_BUNDLE)
 }
 
-/** How many users a server holds, from its X-Total-Count. */
+/**
+ * How many users a server holds, from its X-Total-Count. On a connection of its own: one kept
+ * from minutes before may have been closed by the server since.
+ */
 async function storedUsers (server: Server): Promise<number> {
-  return Number((await fetch(`http://127.0.0.1:${server.port}/users?limit=1`)).headers.get('x-total-count'))
+  const request = get({ host: '127.0.0.1', port: server.port, path: '/users?limit=1', agent: false })
+  const [response] = await once(request, 'response') as [IncomingMessage]
+  response.resume()
+  return Number(response.headers['x-total-count'])
 }
 
 const lines: string[] = []
