@@ -32,6 +32,11 @@ async function startHaproxy (t: TestContext, backends: number[]): Promise<number
     '  retries 3',
     '  option redispatch 1',
     '  retry-on conn-failure empty-response response-timeout',
+    // A new connection to the instance for each request, so that a POST reaches a killed
+    // instance only if it was sent before the kill: one sent later finds the port closed and
+    // is tried elsewhere. (Reusing an idle connection, HAProxy's default, can send a POST
+    // down a connection the instance's death has just closed, and that POST fails too.)
+    '  option http-server-close',
     'frontend api',
     `  bind 127.0.0.1:${port}`,
     '  default_backend instances',
