@@ -1,13 +1,12 @@
 /**
  * Plain Fastify (bench/plain-fastify.ts) with users from memory: the framework's own cost.
- * `node bench/fastify.ts <port> [once | @fastify/helmet]`, to answer with the service's
- * headers too, worked out once or by @fastify/helmet.
+ * `node bench/fastify.ts <port> [headers]`, `headers` to answer with the service's headers too.
  */
 import { newUser, page, plainFastify, userShape } from './plain-fastify.js'
 
-const headers = process.argv[3]
-if (headers !== undefined && headers !== 'once' && headers !== '@fastify/helmet') throw new Error(`unknown headers mode: ${headers}`)
-const app = await plainFastify({ serviceHeaders: headers })
+const mode = process.argv[3]
+if (mode !== undefined && mode !== 'headers') throw new Error(`unknown mode: ${mode}`)
+const app = await plainFastify({ serviceHeaders: mode === 'headers' })
 const users = Array.from({ length: 1000 }, (_, i) => ({ id: i + 1, name: `user${i + 1}` }))
 
 app.get<{ Querystring: { limit: number, offset: number } }>('/users', { schema: page }, async (request, reply) => {

@@ -6,10 +6,9 @@
  */
 import { randomUUID } from 'node:crypto'
 import cors from '@fastify/cors'
-import fastifyHelmet from '@fastify/helmet'
 import Fastify, { type FastifyInstance } from 'fastify'
 import { EXPOSED_HEADERS } from '../src/plugins/cors.js'
-import { HELMET_OPTIONS, helmetHeaders } from '../src/plugins/security-headers.js'
+import { API_SECURITY_HEADERS } from '../src/plugins/security-headers.js'
 
 export const userShape = { type: 'object', properties: { id: { type: 'string' }, name: { type: 'string' } } } as const
 export const newUser = {
@@ -26,18 +25,16 @@ const hello = { 200: { type: 'object', properties: { hello: { type: 'string' } }
 
 /**
  * The routes that need no storage; the caller adds the user routes and listens. With
- * `serviceHeaders`, every answer also carries the headers the service adds to each (helmet's
- * security headers, CORS's exposed headers, a request id), to show what they cost by
- * themselves: worked out once, as the service does, or by @fastify/helmet on every request.
+ * `serviceHeaders`, every answer also carries the headers the service adds to each JSON
+ * answer (its security headers, CORS's exposed headers, a request id), to show what they
+ * cost by themselves.
  */
-export async function plainFastify ({ serviceHeaders }: { serviceHeaders?: 'once' | '@fastify/helmet' } = {}): Promise<FastifyInstance> {
-  const app = Fastify({ logger: false, ...(serviceHeaders !== undefined && { genReqId: () => randomUUID() }) })
-  await app.register(cors, { origin: true, ...(serviceHeaders !== undefined && { exposedHeaders: EXPOSED_HEADERS }) })
-  if (serviceHeaders === '@fastify/helmet') await app.register(fastifyHelmet, HELMET_OPTIONS)
-  if (serviceHeaders !== undefined) {
-    const headers = serviceHeaders === 'once' ? helmetHeaders() : {}
+export async function plainFastify ({ serviceHeaders = false } = {}): Promise<FastifyInstance> {
+  const app = Fastify({ logger: false, ...(serviceHeaders && { genReqId: () => randomUUID() }) })
+  await app.register(cors, { origin: true, ...(serviceHeaders && { exposedHeaders: EXPOSED_HEADERS }) })
+  if (serviceHeaders) {
     app.addHook('onRequest', (request, reply, done) => {
-      reply.headers(headers).header('x-request-id', request.id)
+      reply.headers(API_SECURITY_HEADERS).header('x-request-id', request.id)
       done()
     })
   }

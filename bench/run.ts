@@ -6,8 +6,7 @@
  * the bare node:http baseline (bench/baseline.ts), plain Fastify (bench/fastify.ts) and plain
  * Fastify with SQLite written the simple way (bench/fastify-sqlite.ts); and, to tell the cost
  * of the headers the service adds to every answer from the rest, plain Fastify answering with
- * those headers too (`bench/fastify.ts <port> once`), and with @fastify/helmet setting them
- * (`bench/fastify.ts <port> @fastify/helmet`), which the service departs from. Each server runs
+ * those headers too (`bench/fastify.ts <port> headers`). Each server runs
  * pinned to core 0 and wrk to core 1. Every round measures each server in turn on one
  * workload, so that a ratio compares figures taken in the same minute; the ratios reported are
  * medians of the rounds' ratios. Four parts:
@@ -318,10 +317,8 @@ const yardsticks: Record<YardstickName, Server> = {
   'plain Fastify': await startPlain('plain Fastify', 'bench/fastify.ts'),
   'plain Fastify + SQLite': await startPlain('plain Fastify + SQLite', 'bench/fastify-sqlite.ts', join(folder, 'plain.db'))
 }
-// Plain Fastify answering with the service's headers too: what the headers cost by
-// themselves, worked out once as the service does, and by @fastify/helmet on each request.
-const withHeaders = await startPlain('plain Fastify + headers', 'bench/fastify.ts', 'once')
-const withHelmet = await startPlain('plain Fastify + @fastify/helmet', 'bench/fastify.ts', '@fastify/helmet')
+// Plain Fastify answering with the service's headers too: what the headers cost by themselves.
+const withHeaders = await startPlain('plain Fastify + headers', 'bench/fastify.ts', 'headers')
 const against = againstBundle === undefined ? undefined : await startService(values.against!, seed, againstBundle)
 
 interface Row {
@@ -331,19 +328,18 @@ interface Row {
   baseline: Sample
   toYardstick?: number
   toBaseline: number
-  /** The service to plain Fastify with its headers; those headers worked out once to @fastify/helmet's. */
+  /** The service to plain Fastify with its headers. */
   toWithHeaders?: number
-  onceToHelmet?: number
   stored?: string
 }
 const rows: Row[] = []
 write(`## Every route at ${CONNECTIONS} connections`, '',
-  `| workload | service req/s | p50 / p99 ms | CPU | yardstick | yardstick req/s | service ÷ yardstick (target) | service ÷ plain Fastify + headers | headers once ÷ @fastify/helmet | baseline req/s | service ÷ baseline |${against === undefined ? '' : ` ${values.against} req/s | service ÷ ${values.against} |`}`,
-  `|---|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|${against === undefined ? '' : '---:|---:|'}`)
+  `| workload | service req/s | p50 / p99 ms | CPU | yardstick | yardstick req/s | service ÷ yardstick (target) | service ÷ plain Fastify + headers | baseline req/s | service ÷ baseline |${against === undefined ? '' : ` ${values.against} req/s | service ÷ ${values.against} |`}`,
+  `|---|---:|---:|---:|---|---:|---:|---:|---:|---:|${against === undefined ? '' : '---:|---:|'}`)
 for (const workload of workloads) {
   const yardstick = workload.yardstick === undefined ? undefined : yardsticks[workload.yardstick]
   const headersToo = workload.yardstick === 'plain Fastify'
-  const servers = [service, baseline, ...(yardstick === undefined ? [] : [yardstick]), ...(headersToo ? [withHeaders, withHelmet] : []), ...(against === undefined ? [] : [against])]
+  const servers = [service, baseline, ...(yardstick === undefined ? [] : [yardstick]), ...(headersToo ? [withHeaders] : []), ...(against === undefined ? [] : [against])]
   const before = workload.expect === 201 ? await storedUsers(service) : 0
   const samples = await compare(servers.map((server) => ({ server, workload })))
   const [serviceSamples, baselineSamples] = samples as [Sample[], Sample[]]
@@ -355,7 +351,7 @@ for (const workload of workloads) {
     baseline: summarise(baselineSamples),
     toBaseline: medianRatio(serviceSamples, baselineSamples),
     ...(yardstickSamples !== undefined && { yardstick: summarise(yardstickSamples), toYardstick: medianRatio(serviceSamples, yardstickSamples) }),
-    ...(headersToo && { toWithHeaders: medianRatio(serviceSamples, samples[3]!), onceToHelmet: medianRatio(samples[3]!, samples[4]!) })
+    ...(headersToo && { toWithHeaders: medianRatio(serviceSamples, samples[3]!) })
   }
   if (workload.expect === 201) {
     // Every 201 is a stored user: wrk counts the answers it read, so requests still in
@@ -367,11 +363,10 @@ for (const workload of workloads) {
   const unexpected = row.service.unexpected > 0 ? ` (${row.service.unexpected} unexpected answers)` : ''
   write(`| ${workload.name}${unexpected} | ${row.service.rps.toFixed(0)} | ${latency(row.service)}${row.service.p99 <= P99_TARGET_MS ? '' : ' ✗'} | ${cores(row.service)} | ` +
     `${workload.yardstick ?? ''} | ${row.yardstick?.rps.toFixed(0) ?? ''} | ${row.toYardstick === undefined ? '' : `${mark(row.toYardstick, workload.target)}${workload.target === undefined ? '' : ` (≥ ${workload.target}×)`}`} | ` +
-    `${row.toWithHeaders?.toFixed(2).concat('×') ?? ''} | ${row.onceToHelmet?.toFixed(2).concat('×') ?? ''} | ${row.baseline.rps.toFixed(0)} | ${row.toBaseline.toFixed(2)}× |` +
+    `${row.toWithHeaders?.toFixed(2).concat('×') ?? ''} | ${row.baseline.rps.toFixed(0)} | ${row.toBaseline.toFixed(2)}× |` +
     (againstSamples === undefined ? '' : ` ${summarise(againstSamples).rps.toFixed(0)} | ${medianRatio(serviceSamples, againstSamples).toFixed(2)}× |`))
 }
-write('', 'Plain Fastify + headers is bench/fastify.ts answering with the headers the service adds to every answer (helmet\'s, CORS\'s exposed headers, a request id), ' +
-  'worked out once as the service does; "headers once ÷ @fastify/helmet" compares it with the same server setting them with @fastify/helmet, which runs helmet on every request.',
+write('', 'Plain Fastify + headers is bench/fastify.ts answering with the headers the service adds to every JSON answer (its security headers, CORS\'s exposed headers, a request id).',
   `p99 target: ≤ ${P99_TARGET_MS} ms on every route (✗ marks a miss). CPU is the server's, in cores; ⚠ marks a server that used less than ${FULL_CORE} of its core, when wrk, not the server, was the limit.`)
 for (const row of rows.filter((row) => row.stored !== undefined)) write('', `${row.workload.name}: ${row.stored}.`)
 write('')
@@ -395,7 +390,7 @@ for (const workload of sweepWorkloads) {
 }
 write('')
 const loadedRss = rssMegabytes(service.process.pid!)
-for (const server of [service, baseline, ...Object.values(yardsticks), withHeaders, withHelmet, ...(against === undefined ? [] : [against])]) await stop(server)
+for (const server of [service, baseline, ...Object.values(yardsticks), withHeaders, ...(against === undefined ? [] : [against])]) await stop(server)
 write(`The service's RSS after all of the above: ${loadedRss.toFixed(1)} MB.`, '')
 
 // 4. The table-size sweep: the same workloads on a small and a big table, side by side.

@@ -11,12 +11,12 @@ import type { Config } from './config.js'
 import { answerClientError, ErrorSchema, registerErrorHandlers, replyWithFrameworkError } from './errors.js'
 import auth, { requireTokensPlugin } from './plugins/auth.js'
 import cors from './plugins/cors.js'
-import docs from './plugins/docs.js'
+import docs, { docsPage } from './plugins/docs.js'
 import metricsCollection from './plugins/metrics.js'
 import overload from './plugins/overload.js'
 import rateLimit from './plugins/rate-limit.js'
 import requestHooks, { requestIdFrom } from './plugins/request-hooks.js'
-import securityHeaders from './plugins/security-headers.js'
+import securityHeaders, { pageSecurityHeaders } from './plugins/security-headers.js'
 import staticFiles, { apiPathSegments } from './plugins/static-files.js'
 import storage from './plugins/storage.js'
 import health from './routes/health.js'
@@ -128,7 +128,12 @@ export async function buildApp (config: Config, options: BuildOptions = {}): Pro
       await operations.register(metrics)
     })
   }
-  await app.register(staticFiles, { root: config.staticDir, apiSegments })
+  // Pages for a browser, under helmet's headers: the docs page, and files last.
+  await app.register(async (pages) => {
+    await pages.register(pageSecurityHeaders)
+    await pages.register(docsPage)
+    await pages.register(staticFiles, { root: config.staticDir, apiSegments })
+  })
 
   return app
 }

@@ -2,7 +2,8 @@
  * The generated API description (seed §4.7): OpenAPI 3.1 at `/documentation/json`, built from
  * the same TypeBox schemas that validate and serialize, and Swagger UI at `/documentation`,
  * whose assets ship inside `@fastify/swagger-ui` (no CDN, no external validator).
- * Registered before the routes, so that it sees each one as it is added.
+ * The document is registered before the routes, so that it sees each one as it is added; the
+ * page is registered with the other pages (app.ts).
  */
 import swagger, { type SwaggerTransform, type SwaggerTransformObject } from '@fastify/swagger'
 import swaggerUi from '@fastify/swagger-ui'
@@ -100,7 +101,11 @@ async function docs (app: FastifyInstance, options: { auth: AuthMode }): Promise
       ]
     }
   })
-  await app.register(swaggerUi, { routePrefix: '/documentation' })
 }
 
 export default fp(docs, { name: 'docs' })
+
+/** Swagger UI, showing the document. */
+export async function docsPage (app: FastifyInstance): Promise<void> {
+  await app.register(swaggerUi, { routePrefix: '/documentation' })
+}

@@ -1,20 +1,29 @@
 /**
- * Security headers on every response, as helmet sets them, with a content security policy that
- * allows only this service's own scripts, styles and images (all the docs page uses).
+ * Security headers on every answer, errors included: the ones that protect a JSON answer on
+ * each, and helmet's full set on the pages a browser renders.
  *
- * The policy has no per-request value (no nonce), so helmet sets the same headers on every
- * response: they are worked out once at start-up, by running helmet on a response that is
- * never sent, and then set on each reply. @fastify/helmet instead runs helmet afresh on every
- * request, parsing the policy each time (the cost is measured in docs/benchmarks.md, under
- * "Departures"); test/protection.test.ts checks that the headers are @fastify/helmet's own.
+ * Most of helmet's headers tell a browser how an HTML page may behave (what it may load,
+ * whether it may open popups, prefetch names or run in a shared process) and mean nothing on
+ * JSON. JSON answers carry the set OWASP's REST Security Cheat Sheet gives for API responses:
+ * a content security policy that allows nothing and no framing (a JSON answer opened as a page
+ * runs and loads nothing), no MIME sniffing, HSTS, and X-Frame-Options for older browsers;
+ * and Cross-Origin-Resource-Policy, so that another site cannot load an answer as a script or
+ * an image. Caching is left to each route: user records answer with ETags, not `no-store`.
  */
-import { IncomingMessage, ServerResponse } from 'node:http'
-import { Socket } from 'node:net'
+import fastifyHelmet from '@fastify/helmet'
 import type { FastifyInstance } from 'fastify'
 import fp from 'fastify-plugin'
-import helmet from 'helmet'
 
-export const HELMET_OPTIONS = {
+export const API_SECURITY_HEADERS = {
+  'content-security-policy': "default-src 'none'; frame-ancestors 'none'",
+  'cross-origin-resource-policy': 'same-origin',
+  'strict-transport-security': 'max-age=31536000; includeSubDomains',
+  'x-content-type-options': 'nosniff',
+  'x-frame-options': 'DENY'
+} as const
+
+/** For pages: a content security policy that allows only this service's own scripts, styles and images (all the docs page uses). */
+export const PAGE_HELMET_OPTIONS = {
   contentSecurityPolicy: {
     directives: {
       defaultSrc: ["'self'"],
@@ -33,22 +42,24 @@ export const HELMET_OPTIONS = {
   }
 }
 
-/** The headers helmet sets with these options, which depend on nothing in the request. */
-export function helmetHeaders (): Record<string, string> {
-  const request = new IncomingMessage(new Socket())
-  const response = new ServerResponse(request)
-  helmet(HELMET_OPTIONS)(request, response, (error?: unknown) => {
-    if (error !== undefined) throw error
-  })
-  return Object.fromEntries(Object.entries(response.getHeaders()).map(([name, value]) => [name, String(value)]))
-}
-
-async function securityHeaders (app: FastifyInstance): Promise<void> {
-  const headers = helmetHeaders()
+async function apiSecurityHeaders (app: FastifyInstance): Promise<void> {
   app.addHook('onRequest', (_request, reply, done) => {
-    reply.headers(headers)
+    reply.headers(API_SECURITY_HEADERS)
     done()
   })
 }
 
-export default fp(securityHeaders, { name: 'security-headers' })
+/** On every answer; a scope that serves pages replaces them with `pageSecurityHeaders`. */
+export default fp(apiSecurityHeaders, { name: 'security-headers' })
+
+/**
+ * For the scope that serves pages: @fastify/helmet's headers instead of the JSON ones. Those
+ * are set first, on every request, and would win over helmet's where the names are the same.
+ */
+export const pageSecurityHeaders = fp(async (pages: FastifyInstance) => {
+  pages.addHook('onRequest', (_request, reply, done) => {
+    for (const name of Object.keys(API_SECURITY_HEADERS)) reply.removeHeader(name)
+    done()
+  })
+  await pages.register(fastifyHelmet, PAGE_HELMET_OPTIONS)
+}, { name: 'page-security-headers', dependencies: ['security-headers'] })
