@@ -92,7 +92,7 @@ test('a missing file is the JSON 404 of any unknown route', async (t) => {
   assert.deepEqual(JSON.parse(response.body), { error: 'Route not found' })
 })
 
-test('the files served are those present at start: one added later is a 404 until a restart, and a removed one is a 404', async (t) => {
+test('the files served are those present at start: one added later is a 404 until a restart, and a removed one is a 404 under the pages\' security headers', async (t) => {
   const root = staticFolder(t)
   const { port } = await listeningApp(t, { STATIC_DIR: root })
   writeFileSync(join(root, 'added.txt'), 'new')
@@ -104,6 +104,8 @@ test('the files served are those present at start: one added later is a 404 unti
   const removed = await rawRequest(port, { path: '/style.css' })
   assert.equal(removed.statusCode, 404)
   assert.deepEqual(JSON.parse(removed.body), { error: 'Route not found' })
+  assert.match(String(removed.headers['content-security-policy']), /^default-src 'self'/)
+  assert.equal(removed.headers['x-frame-options'], 'SAMEORIGIN')
 
   const { port: restarted } = await listeningApp(t, { STATIC_DIR: root })
   assert.equal((await rawRequest(restarted, { path: '/added.txt' })).body, 'new')
