@@ -6,7 +6,7 @@ import { sql } from 'kysely'
 import { Migrator } from 'kysely/migration'
 import { createDatabase } from '../src/db/database.js'
 import { migrations } from '../src/db/migrate.js'
-import { postJson, temporaryFolder, testApp, testAppOn, testDatabases } from './helpers.js'
+import { captureLogs, postJson, temporaryFolder, testApp, testAppOn, testDatabases } from './helpers.js'
 import { behindPgBouncer } from './pgbouncer.js'
 
 const ada = { name: 'Ada', email: 'ada@example.com' }
@@ -343,6 +343,24 @@ describe('users posted together on SQLite, committed as a group', () => {
       if (response.statusCode !== 201) continue
       assert.equal((await app.inject(String(response.headers.location))).json().name, names[index])
     }
+  })
+
+  test('a statement after which SQLite rolls the whole transaction back fails every write that shared it, stores none, and logs its own error', async (t) => {
+    const filename = join(temporaryFolder(t), 'app.db')
+    const logs = captureLogs()
+    const app = await testApp(t, { DATABASE_URL: `sqlite:${filename}`, LOG_LEVEL: 'error' }, logs.stream)
+    const { db } = await createDatabase({ dialect: 'sqlite', filename })
+    t.after(() => db.destroy())
+    await sql`create trigger roll_back before insert on users when new.name = 'RollsBack'
+      begin select raise(rollback, 'rolled back by a trigger'); end`.execute(db)
+
+    const names = ['Ada', 'Grace', 'RollsBack', 'Edsger']
+    const responses = await Promise.all(names.map((name) => postJson(app, '/users', { name, email: 'someone@example.com' })))
+
+    assert.deepEqual(responses.map((response) => response.statusCode), [500, 500, 500, 500])
+    assert.deepEqual((await app.inject('/users')).json(), [])
+    assert.ok(logs.lines.some((line) => line.err?.message === 'rolled back by a trigger'), 'the log names the cause')
+    assert.equal((await postJson(app, '/users', ada)).statusCode, 201, 'the next write is stored')
   })
 })
 

@@ -68,9 +68,12 @@ function main (database: SQLite.Database, opened: Array<[string, FileIdentity]>)
   }
 
   /**
-   * Writes share one commit, and so one sync of the disk; each runs in a savepoint, so one
-   * the database refuses fails alone. The write lock is waited for only as long as the
-   * batch's callers still wait, and once it is had too late, nothing is written.
+   * Writes share one commit, and so one sync of the disk. A statement the database refuses
+   * (a constraint, a trigger's abort) fails alone: SQLite undoes a failed statement and keeps
+   * the transaction. Should SQLite have rolled the whole transaction back instead, as it may
+   * on a full disk or an I/O error, the whole batch fails, for nothing of it was written. The
+   * write lock is waited for only as long as the batch's callers still wait, and once it is
+   * had too late, nothing is written.
    */
   function write (batch: Batch): Outcome[] | 'expired' {
     checkFiles(opened)
@@ -80,24 +83,14 @@ function main (database: SQLite.Database, opened: Array<[string, FileIdentity]>)
       run('rollback', [])
       return 'expired'
     }
-    let outcomes: Outcome[]
-    try {
-      outcomes = batch.queries.map(({ sql, parameters }) => {
-        run('savepoint query', [])
-        try {
-          const rows = run(sql, parameters)
-          run('release query', [])
-          return { rows }
-        } catch (error) {
-          run('rollback to query', [])
-          run('release query', [])
-          return { error: describe(error) }
-        }
-      })
-    } catch (error) {
-      run('rollback', [])
-      throw error
-    }
+    const outcomes = batch.queries.map(({ sql, parameters }): Outcome => {
+      try {
+        return { rows: run(sql, parameters) }
+      } catch (error) {
+        if (!database.inTransaction) throw error
+        return { error: describe(error) }
+      }
+    })
     try {
       run('commit', [])
     } catch (error) {
