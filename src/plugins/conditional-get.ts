@@ -8,13 +8,12 @@
  * the body alone, and compares `If-None-Match` as one tag, where a client may send several,
  * or `*`.)
  */
-import { createHash } from 'node:crypto'
+import { hash } from 'node:crypto'
 import type { onSendHookHandler } from 'fastify'
 
 function tagOf (payload: string, totalCount: unknown): string {
-  const hash = createHash('sha256').update(payload)
-  if (totalCount !== undefined) hash.update(`\n${String(totalCount)}`)
-  return `"${hash.digest('base64url').slice(0, 27)}"`
+  const said = totalCount === undefined ? payload : `${payload}\n${String(totalCount)}`
+  return `"${hash('sha256', said, 'base64url').slice(0, 27)}"`
 }
 
 /** Whether `If-None-Match` names the tag: `*`, or one of a list, compared weakly as the RFC says. */
