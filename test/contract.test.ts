@@ -7,13 +7,12 @@
  */
 import assert from 'node:assert/strict'
 import { describe, test, type TestContext } from 'node:test'
-import { setTimeout as sleep } from 'node:timers/promises'
 import type { FastifyInstance, InjectOptions, LightMyRequestResponse } from 'fastify'
 import { createSigner } from 'fast-jwt'
 import addFormats from 'ajv-formats'
 import { OpenAPIBackend, type Document } from 'openapi-backend'
 import { DatabaseUnavailableError } from '../src/db/errors.js'
-import { testApp } from './helpers.js'
+import { getUntil, testApp } from './helpers.js'
 
 const secret = 'a-test-secret-that-is-long-enough-for-hs256'
 const authorization = `Bearer ${createSigner({ key: secret, expiresIn: 60_000 })({ sub: 'contract' })}`
@@ -127,7 +126,7 @@ describe('the service keeps every promise of its OpenAPI document', () => {
     }))) as Record<AppName, OpenAPIBackend>
 
     // The load shedder samples the heap once a second.
-    for (let attempt = 0; attempt < 40 && (await built.overloaded.inject('/')).statusCode !== 503; attempt++) await sleep(100)
+    await getUntil(built.overloaded, '/', 503, 4000, 100)
 
     for (const { operationId, status, app = 'main', request, before, ifUnchanged, twice } of cases) {
       const label = `${operationId} ${status} (${request.method ?? 'GET'} ${request.url})`

@@ -6,6 +6,7 @@ import { mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { Writable } from 'node:stream'
+import { setTimeout as sleep } from 'node:timers/promises'
 import type { TestContext } from 'node:test'
 import type { FastifyInstance } from 'fastify'
 import pg from 'pg'
@@ -94,6 +95,16 @@ export function captureLogs (): { stream: Writable, lines: Array<Record<string, 
     }
   })
   return { stream, lines }
+}
+
+/** GET `url` again every `everyMs` until it answers `status` or `withinMs` has passed; the last answer. */
+export async function getUntil (app: FastifyInstance, url: string, status: number, withinMs: number, everyMs = 25) {
+  let response = await app.inject(url)
+  for (let waited = 0; waited < withinMs && response.statusCode !== status; waited += everyMs) {
+    await sleep(everyMs)
+    response = await app.inject(url)
+  }
+  return response
 }
 
 export function postJson (app: FastifyInstance, url: string, body: unknown) {

@@ -1,10 +1,9 @@
 import assert from 'node:assert/strict'
 import { test } from 'node:test'
-import { setTimeout as sleep } from 'node:timers/promises'
 import fastifyHelmet from '@fastify/helmet'
 import Fastify from 'fastify'
 import { API_SECURITY_HEADERS, PAGE_HELMET_OPTIONS } from '../src/plugins/security-headers.js'
-import { captureLogs, postJson, testApp } from './helpers.js'
+import { captureLogs, getUntil, postJson, testApp } from './helpers.js'
 
 test('rate limiting is off by default', async (t) => {
   const app = await testApp(t)
@@ -50,23 +49,15 @@ test('under overload API routes shed with 503 and Retry-After, health stays up, 
   // next window's figure to at least (1000 + H) / 101 - 10, above 20 for any H past 2030 ms.
   const until = Date.now() + 3000
   while (Date.now() < until);
-  let shed = await app.inject('/users')
-  for (let waited = 0; waited < 2500 && shed.statusCode !== 503; waited += 25) {
-    await sleep(25)
-    shed = await app.inject('/users')
-  }
+  const shed = await getUntil(app, '/users', 503, 2500)
   assert.equal(shed.statusCode, 503)
   assert.deepEqual(shed.json(), { error: 'Service overloaded: try again shortly' })
   assert.equal(shed.headers['retry-after'], '1')
   assert.equal((await postJson(app, '/users', { name: 'Ada', email: 'ada@example.com' })).statusCode, 503)
   assert.equal((await app.inject('/health')).statusCode, 200, 'liveness is never shed')
 
-  let status = 503
-  for (let attempt = 0; attempt < 40 && status !== 200; attempt++) {
-    await sleep(100)
-    status = (await app.inject('/users')).statusCode
-  }
-  assert.equal(status, 200, 'recovers once the event loop is free again')
+  const recovered = await getUntil(app, '/users', 200, 4000, 100)
+  assert.equal(recovered.statusCode, 200, 'recovers once the event loop is free again')
 })
 
 const PAGE_ONLY_HEADERS = ['cross-origin-opener-policy', 'origin-agent-cluster', 'referrer-policy', 'x-dns-prefetch-control',

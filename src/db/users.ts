@@ -1,5 +1,5 @@
 /** Storage of user records; the only module that writes SQL for them. */
-import { sql, type CompiledQuery } from 'kysely'
+import { CompiledQuery, sql } from 'kysely'
 import { isUniqueViolation } from './errors.js'
 import type { QueryRunner } from './queries.js'
 import type { UserRow } from './schema.js'
@@ -44,8 +44,9 @@ export interface UserRepository {
   list (page: Page): Promise<{ users: UserSummary[], total: number }>
 }
 
-/** A compiled query run with other values: `parameters` replace its own, in the same order. */
-const withValues = <Row>(query: CompiledQuery<Row>, parameters: readonly unknown[]): CompiledQuery<Row> => ({ ...query, parameters })
+/** A compiled query's SQL run with other values, in the order of its placeholders. */
+const withValues = <Row>(query: CompiledQuery<Row>, parameters: unknown[]): CompiledQuery<Row> =>
+  CompiledQuery.raw(query.sql, parameters) as CompiledQuery<Row>
 
 export function createUserRepository ({ db, read, write }: QueryRunner): UserRepository {
   async function forgetIdempotencyKeys (keptSince: string): Promise<void> {

@@ -12,8 +12,8 @@ import { hash } from 'node:crypto'
 import type { onSendHookHandler } from 'fastify'
 
 function tagOf (payload: string, totalCount: unknown): string {
-  const said = totalCount === undefined ? payload : `${payload}\n${String(totalCount)}`
-  return `"${hash('sha256', said, 'base64url').slice(0, 27)}"`
+  const tagged = totalCount === undefined ? payload : `${payload}\n${String(totalCount)}`
+  return `"${hash('sha256', tagged, 'base64url').slice(0, 27)}"`
 }
 
 /** Whether `If-None-Match` names the tag: `*`, or one of a list, compared weakly as the RFC says. */
