@@ -11,7 +11,7 @@
 import { once } from 'node:events'
 import rateLimit from '@fastify/rate-limit'
 import type { FastifyInstance } from 'fastify'
-import { Redis } from 'ioredis'
+import type { Redis } from 'ioredis'
 import fp from 'fastify-plugin'
 import { AppError, errorResponse, RETRY_AFTER } from '../errors.js'
 import { addHeaders, addResponses, type HeaderSchema } from '../route-schemas.js'
@@ -30,6 +30,8 @@ const CONNECT_TIMEOUT_MS = 1000
  * whose Redis is down starts all the same, unlimited until Redis is back.
  */
 async function sharedCounters (app: FastifyInstance, url: string): Promise<Redis> {
+  // Loaded only here, so that a service without REDIS_URL never loads the client's modules.
+  const { Redis } = await import('ioredis')
   const redis = new Redis(url, {
     enableOfflineQueue: false,
     maxRetriesPerRequest: 1,
