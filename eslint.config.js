@@ -7,7 +7,14 @@ export default [
     files: ['src/**/*.ts'],
     ignores: ['src/config.ts'],
     rules: {
-      'no-restricted-properties': ['error', { object: 'process', property: 'env', message: 'Read configuration through src/config.ts.' }]
+      'no-restricted-properties': ['error', { object: 'process', property: 'env', message: 'Read configuration through src/config.ts.' }],
+      '@typescript-eslint/no-restricted-imports': ['error', {
+        paths: ['node:http', 'http'].map((name) => ({
+          name,
+          allowTypeImports: true,
+          message: 'Require it (see src/errors.ts): importing node:http loads undici into every process.'
+        }))
+      }]
     }
   }
 ]

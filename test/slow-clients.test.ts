@@ -34,7 +34,7 @@ test('headers trickled byte by byte are cut off with a JSON 408 once HEADERS_TIM
   const received = await closed
   const seconds = (Date.now() - started) / 1000
   assert.ok(seconds < 5, `cut off after ${seconds} s`)
-  assert.match(received, /^HTTP\/1\.1 408 /)
+  assert.match(received, /^HTTP\/1\.1 408 Request Timeout\r\n/)
   assert.match(received, /\r\n\r\n\{"error":"Request timed out/)
 })
 
@@ -49,7 +49,7 @@ test('a body trickled byte by byte is cut off once REQUEST_TIMEOUT_MS has passed
   const received = await closed
   const seconds = (Date.now() - started) / 1000
   assert.ok(seconds < 6, `cut off after ${seconds} s`)
-  assert.match(received, /^HTTP\/1\.1 408 /)
+  assert.match(received, /^HTTP\/1\.1 408 Request Timeout\r\n/)
 })
 
 test('oversized headers get a JSON 431', async (t) => {
@@ -57,7 +57,7 @@ test('oversized headers get a JSON 431', async (t) => {
   const { socket, closed } = await rawConnection(service.port)
   socket.write(`GET / HTTP/1.1\r\nHost: localhost\r\nX-Big: ${'x'.repeat(20_000)}\r\n\r\n`)
   const received = await closed
-  assert.match(received, /^HTTP\/1\.1 431 /)
+  assert.match(received, /^HTTP\/1\.1 431 Request Header Fields Too Large\r\n/)
   assert.match(received, /\{"error":"Request header fields are too large"\}$/)
 })
 
@@ -65,7 +65,7 @@ test('garbage that is not HTTP gets a JSON 400 and the service carries on', asyn
   const service = await startService(t, timeouts)
   const { socket, closed } = await rawConnection(service.port)
   socket.write('\x16\x03\x01\x02\x00 not http at all\r\n\r\n')
-  assert.match(await closed, /^HTTP\/1\.1 400 [\s\S]*\{"error":"Malformed HTTP request"\}$/)
+  assert.match(await closed, /^HTTP\/1\.1 400 Bad Request\r\n[\s\S]*\{"error":"Malformed HTTP request"\}$/)
   assert.equal((await rawRequest(service.port, { path: '/health' })).statusCode, 200)
 })
 
@@ -74,7 +74,7 @@ test('a method Node does not know is the JSON 404 of any unknown route, not a ma
   for (const path of ['/health', '/users', '/no/such/route']) {
     const { socket, closed } = await rawConnection(service.port)
     socket.write(`FOO ${path} HTTP/1.1\r\nHost: localhost\r\n\r\n`)
-    assert.match(await closed, /^HTTP\/1\.1 404 [\s\S]*\{"error":"Route not found"\}$/, path)
+    assert.match(await closed, /^HTTP\/1\.1 404 Not Found\r\n[\s\S]*\{"error":"Route not found"\}$/, path)
   }
   assert.equal((await rawRequest(service.port, { path: '/health' })).statusCode, 200)
 })
