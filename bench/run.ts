@@ -20,7 +20,7 @@
  *
  * `--only <texts>` runs the workloads whose names contain one of the comma-separated texts;
  * `--against <git ref>` also builds the service as it was at that commit (a git worktree,
- * `npm ci`) and measures it beside the service in part 2. Writes docs/benchmark-run.md and
+ * `npm ci`) and measures it beside the service in parts 1 and 2. Writes docs/benchmark-run.md and
  * docs/benchmark-run.svg.
  */
 import { execFileSync, spawn, spawnSync, type ChildProcess } from 'node:child_process'
@@ -291,19 +291,25 @@ write(
   ''
 )
 
-// 1. Start-up.
+// 1. Start-up, of the build at --against too, the two started in turn.
 const STARTS = 5
-const starts: Array<{ startupMs: number, idleRss: number }> = []
+const builds = [{ name: 'service', bundle: undefined }, ...(againstBundle === undefined ? [] : [{ name: values.against!, bundle: againstBundle }])]
+const starts = new Map(builds.map(({ name }) => [name, [] as Array<{ startupMs: number, idleRss: number }>]))
 for (let index = 0; index < STARTS; index++) {
-  const service = await startService('service', seed)
-  starts.push(service)
-  await stop(service)
+  for (const { name, bundle } of builds) {
+    const service = await startService(name, seed, bundle)
+    starts.get(name)!.push(service)
+    await stop(service)
+  }
 }
-const startupMs = starts.map((start) => start.startupMs)
-const idleRss = starts.map((start) => start.idleRss)
-write('## Start-up and memory', '',
-  `Over ${STARTS} starts: first 200 on /health ${spread(startupMs, 0)} ms after process start (target ≤ 500 ${median(startupMs) <= 500 ? '✓' : '✗'}); ` +
-  `idle RSS ${spread(idleRss, 1)} MB (target ≤ 80 ${median(idleRss) <= 80 ? '✓' : '✗'}).`, '')
+write('## Start-up and memory', '')
+for (const [name, list] of starts) {
+  const startupMs = list.map((start) => start.startupMs)
+  const idleRss = list.map((start) => start.idleRss)
+  write(`${name === 'service' ? 'The service' : name}, over ${STARTS} starts: first 200 on /health ${spread(startupMs, 0)} ms after process start (target ≤ 500 ${median(startupMs) <= 500 ? '✓' : '✗'}); ` +
+    `idle RSS ${spread(idleRss, 1)} MB (target ≤ 80 ${median(idleRss) <= 80 ? '✓' : '✗'}).`)
+}
+write('')
 
 // 2. Every workload at 50 connections, and 3. the concurrency sweep, against the yardsticks.
 const service = await startService('service', seed)
