@@ -20,8 +20,8 @@
  *
  * `--only <texts>` runs the workloads whose names contain one of the comma-separated texts;
  * `--against <git ref>` also builds the service as it was at that commit (a git worktree,
- * `npm ci`) and measures it beside the service in parts 1 and 2. Writes docs/benchmark-run.md and
- * docs/benchmark-run.svg.
+ * `npm ci`) and measures it beside the service in parts 1 and 2. Writes
+ * docs/benchmark-run.md and docs/benchmark-run.svg.
  */
 import { execFileSync, spawn, spawnSync, type ChildProcess } from 'node:child_process'
 import { once } from 'node:events'

@@ -15,7 +15,8 @@ const JSON_TYPE = 'application/json; charset=utf-8'
 
 // Required, not imported: importing node:http as a module reads every one of its exports, and
 // three of them (WebSocket, CloseEvent, MessageEvent) load Node's own copy of undici, a large
-// module the service never uses, into every process (docs/benchmarks.md, "Memory").
+// module the service never uses, into every process (docs/benchmarks.md, "Before and after:
+// modules loaded only when used").
 const { STATUS_CODES }: typeof import('node:http') = createRequire(import.meta.url)('node:http')
 
 /** One failed rule of a request's schema. */
