@@ -10,7 +10,7 @@
  * and Cross-Origin-Resource-Policy, so that another site cannot load an answer as a script or
  * an image. Caching is left to each route: user records answer with ETags, not `no-store`.
  */
-import fastifyHelmet from '@fastify/helmet'
+import helmet from 'helmet'
 import type { FastifyInstance } from 'fastify'
 import fp from 'fastify-plugin'
 
@@ -53,13 +53,15 @@ async function apiSecurityHeaders (app: FastifyInstance): Promise<void> {
 export default fp(apiSecurityHeaders, { name: 'security-headers' })
 
 /**
- * For the scope that serves pages: @fastify/helmet's headers instead of the JSON ones. Those
- * are set first, on every request, and would win over helmet's where the names are the same.
+ * For the scope that serves pages: helmet's headers instead of the JSON ones. Those are set
+ * first, on every request, and would win over helmet's where the names are the same.
+ * helmet's middleware is built once, here, and runs on each request's response as it would in
+ * any Node server; @fastify/helmet would build it again, policy and all, for every request.
  */
 export const pageSecurityHeaders = fp(async (pages: FastifyInstance) => {
-  pages.addHook('onRequest', (_request, reply, done) => {
+  const setPageHeaders = helmet(PAGE_HELMET_OPTIONS)
+  pages.addHook('onRequest', (request, reply, done) => {
     for (const name of Object.keys(API_SECURITY_HEADERS)) reply.removeHeader(name)
-    done()
+    setPageHeaders(request.raw, reply.raw, (error) => { done(error instanceof Error ? error : undefined) })
   })
-  await pages.register(fastifyHelmet, PAGE_HELMET_OPTIONS)
 }, { name: 'page-security-headers', dependencies: ['security-headers'] })
