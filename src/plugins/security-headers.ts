@@ -60,8 +60,9 @@ export default fp(apiSecurityHeaders, { name: 'security-headers' })
  */
 export const pageSecurityHeaders = fp(async (pages: FastifyInstance) => {
   const setPageHeaders = helmet(PAGE_HELMET_OPTIONS)
+  const apiHeaderNames = Object.keys(API_SECURITY_HEADERS)
   pages.addHook('onRequest', (request, reply, done) => {
-    for (const name of Object.keys(API_SECURITY_HEADERS)) reply.removeHeader(name)
+    for (const name of apiHeaderNames) reply.removeHeader(name)
     setPageHeaders(request.raw, reply.raw, (error) => { done(error instanceof Error ? error : undefined) })
   })
 }, { name: 'page-security-headers', dependencies: ['security-headers'] })
