@@ -1,5 +1,6 @@
 import assert from 'node:assert/strict'
 import { test } from 'node:test'
+import { brotliCompressSync, gzipSync } from 'node:zlib'
 import { AppError } from '../src/errors.js'
 import { captureLogs, postJson, testApp } from './helpers.js'
 
@@ -52,6 +53,28 @@ test('a body that is not application/json is 415, text/plain included', async (t
     headers: { 'content-type': 'application/json; charset=utf-8' }
   })
   assert.equal(charset.statusCode, 201, 'a charset parameter is fine')
+})
+
+test('a compressed body (Content-Encoding) is 415 with Accept-Encoding: identity, and nothing is stored', async (t) => {
+  const app = await testApp(t)
+  const json = '{"name":"Ada","email":"ada@example.com"}'
+  const bodies = [
+    { encoding: 'gzip', payload: gzipSync(json) },
+    { encoding: 'br', payload: brotliCompressSync(json) },
+    // The bytes are plain JSON, but the header says otherwise: not taken as JSON either.
+    { encoding: 'GZIP', payload: json },
+    { encoding: 'identity, gzip', payload: json }
+  ]
+  for (const { encoding, payload } of bodies) {
+    for (const url of ['/users', '/users/507f1f77bcf86cd799439011']) {
+      const response = await app.inject({ method: 'POST', url, payload, headers: { 'content-type': 'application/json', 'content-encoding': encoding } })
+      assertJsonError(response, 415, 'Unsupported Media Type: send the body uncompressed, without Content-Encoding')
+      assert.equal(response.headers['accept-encoding'], 'identity', encoding)
+    }
+  }
+  assert.equal((await app.inject('/users')).headers['x-total-count'], '0')
+  const identity = await app.inject({ method: 'POST', url: '/users', payload: json, headers: { 'content-type': 'application/json', 'content-encoding': 'identity' } })
+  assert.equal(identity.statusCode, 201, 'identity is no coding at all')
 })
 
 test('a POST without a body is 400: the body must be an object', async (t) => {

@@ -383,3 +383,24 @@ describe('users read together on SQLite, in one transaction', () => {
     assert.equal(after[1].json().name, 'user6')
   })
 })
+
+test('POST /users reads a body as JSON in UTF-8: a charset parameter changes nothing, a byte order mark is allowed, a repeated key counts once, the last', async (t) => {
+  const app = await testApp(t)
+  const post = (payload: string | Buffer, contentType = 'application/json') =>
+    app.inject({ method: 'POST', url: '/users', payload, headers: { 'content-type': contentType } })
+
+  const latin1 = await post('{"name":"Zoë","email":"zoe@example.com"}', 'application/json; charset=iso-8859-1')
+  assert.equal(latin1.statusCode, 201)
+  assert.deepEqual((await app.inject(latin1.headers.location!)).json(), { id: '1', name: 'Zoë' }, 'read as UTF-8')
+
+  const withBom = Buffer.concat([Buffer.from([0xef, 0xbb, 0xbf]), Buffer.from('{"name":"Ada","email":"ada@example.com"}')])
+  const bom = await post(withBom)
+  assert.equal(bom.statusCode, 201)
+  assert.deepEqual(bom.rawPayload, withBom, 'echoed as sent')
+
+  const twice = '{"name":"Ada","name":"Grace","email":"grace@example.com"}'
+  const repeated = await post(twice)
+  assert.equal(repeated.statusCode, 201)
+  assert.equal(repeated.body, twice)
+  assert.deepEqual((await app.inject(repeated.headers.location!)).json(), { id: '3', name: 'Grace' })
+})

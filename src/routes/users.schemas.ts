@@ -96,7 +96,9 @@ const TOTAL_COUNT: HeaderSchema = { type: 'integer', description: 'How many user
 const invalid = errorResponse('The request fails its schema; the message names the field.')
 const badPath = errorResponse('The request fails its schema, or its path cannot be decoded (`/users/%zz`); the message says which.')
 const tooLarge = errorResponse('The body is larger than `BODY_LIMIT`.')
-const unsupported = errorResponse('The body is not `application/json`.')
+const ACCEPT_ENCODING: HeaderSchema = { type: 'string', description: '`identity`, when the body was refused for its `Content-Encoding`: bodies are taken only uncompressed.', required: false }
+const unsupported = errorResponse('The body is not `application/json`, or it has a `Content-Encoding` (bodies are taken only uncompressed).',
+  { 'Accept-Encoding': ACCEPT_ENCODING })
 const databaseUnavailable = errorResponse('The database cannot do its work now, or the service is overloaded; retry after `Retry-After` seconds.',
   { 'Retry-After': RETRY_AFTER })
 

@@ -18,6 +18,16 @@ function toUserId (pathValue: string): number | undefined {
 
 const FORBIDDEN_KEY = 'Body has a "__proto__" key, or a "constructor" key holding "prototype", which is not allowed'
 
+const UNSUPPORTED_ENCODING = 'Unsupported Media Type: send the body uncompressed, without Content-Encoding'
+
+/**
+ * Bodies are read as sent, never decompressed: a body with a content coding (gzip, br…) would
+ * otherwise be refused as "not UTF-8", or, when its bytes happen to be plain JSON, stored
+ * while its header says it is something else (RFC 9110 §8.4).
+ */
+const isIdentity = (contentEncoding: string | undefined): boolean =>
+  contentEncoding === undefined || ['', 'identity'].includes(contentEncoding.trim().toLowerCase())
+
 function isJson (text: string): boolean {
   try {
     JSON.parse(text)
@@ -62,6 +72,10 @@ const users: FastifyPluginAsyncTypebox<{ idempotencyKeyTtlMs: number }> = async 
   app.decorateRequest('bodyBytes', null)
   app.removeContentTypeParser('application/json')
   app.addContentTypeParser('application/json', { parseAs: 'buffer' }, (request, bytes: Buffer, done) => {
+    if (!isIdentity(request.headers['content-encoding'])) {
+      done(new AppError(UNSUPPORTED_ENCODING, 415, { 'accept-encoding': 'identity' }), undefined)
+      return
+    }
     if (!isUtf8(bytes)) {
       done(new AppError('Body is not valid JSON: it is not UTF-8', 400), undefined)
       return
