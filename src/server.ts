@@ -71,5 +71,26 @@ closeWithGrace({ delay: config.shutdownDrainMs + SHUTDOWN_GRACE_MS, logger: app.
   await tracing?.shutdown()
 })
 
-const address = await app.listen({ port: config.port, host: config.host })
+/** Why the service cannot listen where PORT and HOST say, for the errors an operator can mend. */
+const LISTEN_FAILURES: Record<string, string> = {
+  EADDRINUSE: 'another process holds that port (set PORT to a free one)',
+  EACCES: 'not permitted (ports below 1024 need privileges: set PORT to 1024 or above)',
+  EADDRNOTAVAIL: 'HOST is not an address of this machine',
+  ENOTFOUND: 'HOST could not be resolved to an address',
+  EAI_AGAIN: 'HOST could not be resolved to an address'
+}
+
+async function listenOrExit (): Promise<string> {
+  try {
+    return await app.listen({ port: config.port, host: config.host })
+  } catch (error) {
+    const reason = LISTEN_FAILURES[(error as NodeJS.ErrnoException).code ?? '']
+    if (reason === undefined) throw error
+    process.stderr.write(`Start-up failed: cannot listen on ${config.host} port ${config.port}: ${reason}\n`)
+    await app.close()
+    process.exit(1)
+  }
+}
+
+const address = await listenOrExit()
 app.log.info(`API documentation at ${address}/documentation`)

@@ -1,6 +1,8 @@
 import assert from 'node:assert/strict'
 import { existsSync, rmSync, writeFileSync } from 'node:fs'
+import { once } from 'node:events'
 import http from 'node:http'
+import { createServer, type AddressInfo } from 'node:net'
 import { join } from 'node:path'
 import { after, describe, test } from 'node:test'
 import { setTimeout as sleep } from 'node:timers/promises'
@@ -76,6 +78,24 @@ test('a bad setting stops start-up with one line naming the variable, and a non-
     assert.equal(lines.length, 1, result.stderr)
     assert.match(lines[0] as string, /^Configuration error: /)
     assert.match(lines[0] as string, message)
+  }))
+})
+
+test('a port in use, or a HOST that is not this machine\'s, stops start-up with one line naming it, and a non-zero exit', async (t) => {
+  const holder = createServer().listen(0, '127.0.0.1')
+  await once(holder, 'listening')
+  t.after(() => { holder.close() })
+  const heldPort = String((holder.address() as AddressInfo).port)
+  const cases: Array<[Record<string, string>, string]> = [
+    [{ HOST: '127.0.0.1', PORT: heldPort }, `cannot listen on 127.0.0.1 port ${heldPort}: another process holds that port (set PORT to a free one)`],
+    // 192.0.2.0/24 is reserved for documentation (RFC 5737): no machine has it.
+    [{ HOST: '192.0.2.1', PORT: '3000' }, 'cannot listen on 192.0.2.1 port 3000: HOST is not an address of this machine'],
+    [{ HOST: 'no-such-host.invalid', PORT: '3000' }, 'cannot listen on no-such-host.invalid port 3000: HOST could not be resolved to an address']
+  ]
+  await Promise.all(cases.map(async ([env, message]) => {
+    const result = await runScript('server.ts', { DATABASE_URL: 'sqlite::memory:', LOG_LEVEL: 'error', ...env })
+    assert.equal(result.code, 1, JSON.stringify(env))
+    assert.equal(result.stderr, `Start-up failed: ${message}\n`)
   }))
 })
 
