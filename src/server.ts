@@ -12,6 +12,7 @@ import closeWithGrace from 'close-with-grace'
 import type { DestinationStream } from 'pino'
 import { buildApp } from './app.js'
 import { ConfigError, loadConfig, readEnvironment, SHUTDOWN_GRACE_MS, type Config } from './config.js'
+import { standardOutput } from './log-output.js'
 import { DatabaseStartupError } from './plugins/storage.js'
 import type { Tracing } from './tracing.js'
 
@@ -42,9 +43,9 @@ function prettyLogStream (): DestinationStream | undefined {
   return pretty.build({ translateTime: 'HH:MM:ss.l', ignore: 'pid,hostname' })
 }
 
-async function appOrExit (config: Config, tracing: Tracing | undefined) {
+async function appOrExit (config: Config, logStream: DestinationStream, tracing: Tracing | undefined) {
   try {
-    return await buildApp(config, { logStream: prettyLogStream(), tracing })
+    return await buildApp(config, { logStream, tracing })
   } catch (error) {
     if (!(error instanceof DatabaseStartupError)) throw error
     process.stderr.write(`Start-up failed: ${error.message.replace(/\s+/g, ' ')}\n`)
@@ -56,7 +57,10 @@ const config = configOrExit()
 // Loaded only when the environment asks for traces, so that without them nothing of
 // OpenTelemetry's SDK runs.
 const tracing = config.tracing === undefined ? undefined : (await import('./tracing.js')).startTracing(config.tracing.serviceName)
-const app = await appOrExit(config, tracing)
+const pretty = prettyLogStream()
+const output = pretty === undefined ? standardOutput() : undefined
+const app = await appOrExit(config, pretty ?? output!.stream, tracing)
+output?.reportDropsTo(app.log)
 
 closeWithGrace({ delay: config.shutdownDrainMs + SHUTDOWN_GRACE_MS, logger: app.log }, async ({ signal, err }) => {
   if (err !== undefined) {

@@ -99,6 +99,57 @@ test('a port in use, or a HOST that is not this machine\'s, stops start-up with 
   }))
 })
 
+test('a reader of the log that stops reading costs log lines, never the service: it answers, drops past a bound and says how many, and exits on SIGTERM', async (t) => {
+  const service = await startService(t, { DATABASE_URL: 'sqlite::memory:', LOG_LEVEL: 'info' })
+  // An access-log line of about 8 kB each: the output's pipe and the lines held in memory
+  // (4 MiB) are full after about 520 of them.
+  const url = `http://127.0.0.1:${service.port}/users?limit=1&padding=${'x'.repeat(8000)}`
+  const getMany = async (count: number) => {
+    const statuses: number[] = []
+    const next = async () => {
+      while (statuses.length < count) {
+        statuses.push(-1)
+        const response = await fetch(url)
+        await response.arrayBuffer()
+        statuses[statuses.indexOf(-1)] = response.status
+      }
+    }
+    await Promise.all(Array.from({ length: 10 }, next))
+    return statuses
+  }
+  const accessLines = () => service.stdout.filter((line) => line.includes('"msg":"request completed"') && line.includes('padding=')).length
+
+  service.child.stdout!.pause()
+  assert.deepEqual(new Set(await getMany(1000)), new Set([200]), 'every request answered while nothing reads the log')
+  service.child.stdout!.resume()
+  await fetch(`http://127.0.0.1:${service.port}/health`)
+  let report: { droppedLines: number } | undefined
+  for (let waited = 0; report === undefined && waited < 5000; waited += 50) {
+    await sleep(50)
+    const line = service.stdout.find((line) => line.includes('log lines dropped'))
+    if (line !== undefined) report = JSON.parse(line)
+  }
+  assert.ok(report !== undefined, 'the drop is reported once the log is read again')
+  assert.ok(report.droppedLines > 0)
+  assert.equal(accessLines() + report.droppedLines, 1000, 'each request either logged or counted as dropped')
+
+  // Shutting down while nothing reads the log: the lines still waiting are given up.
+  service.child.stdout!.pause()
+  await getMany(1000)
+  signalGroup(service.child, 'SIGTERM')
+  const exit = await Promise.race([service.exited, sleep(15_000, 'still running')])
+  assert.deepEqual(exit, { code: 0, signal: null })
+})
+
+test('a reader of the log that goes away (EPIPE) costs log lines, never the service: it answers, and exits on SIGTERM', async (t) => {
+  const service = await startService(t, { DATABASE_URL: 'sqlite::memory:', LOG_LEVEL: 'info' })
+  service.child.stdout!.destroy()
+  for (let i = 0; i < 20; i++) assert.equal((await fetch(`http://127.0.0.1:${service.port}/users`)).status, 200)
+  signalGroup(service.child, 'SIGTERM')
+  const exit = await Promise.race([service.exited, sleep(15_000, 'still running')])
+  assert.deepEqual(exit, { code: 0, signal: null })
+})
+
 test('settings are read from .env in the working directory; the environment wins over it', async (t) => {
   const folder = temporaryFolder(t)
   writeFileSync(join(folder, '.env'), 'DATABASE_URL=sqlite:from-dotenv.db\nLOG_LEVEL=info\nBODY_LIMIT=64\n')
