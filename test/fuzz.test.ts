@@ -30,7 +30,9 @@ const headers = fc.record({
   'x-request-id': printable,
   authorization: fc.oneof(printable, printable.map((token) => `Bearer ${token}`)),
   origin: fc.constantFrom('https://a.example.com', 'null', 'http://localhost:3000'),
-  accept: fc.constantFrom('application/json', '*/*', 'text/html')
+  accept: fc.constantFrom('application/json', '*/*', 'text/html'),
+  'if-none-match': fc.oneof(fc.constantFrom('*', 'W/"x"', '"a", "b"'), printable),
+  'content-encoding': fc.constantFrom('gzip', 'identity', 'br, gzip', '')
 }, { requiredKeys: [] })
 
 const deeplyNested = fc.integer({ min: 50, max: 2000 }).map((depth) => '['.repeat(depth) + ']'.repeat(depth))

@@ -181,6 +181,13 @@ for (const database of [...testDatabases, behindPgBouncer]) {
         assert.deepEqual([unchanged.statusCode, unchanged.body, unchanged.headers.etag], [304, '', tag], ifNoneMatch)
       }
       assert.equal((await app.inject({ url: '/users/1', headers: { 'if-none-match': '"other"' } })).statusCode, 200)
+      // HEAD too, with the length a 200 would have had, as a 304 may carry it.
+      for (const url of ['/users/1', '/users?limit=1']) {
+        const full = await app.inject({ method: 'HEAD', url })
+        const unchanged = await app.inject({ method: 'HEAD', url, headers: { 'if-none-match': String(full.headers.etag) } })
+        assert.deepEqual([unchanged.statusCode, unchanged.body, unchanged.headers.etag, unchanged.headers['content-length']],
+          [304, '', full.headers.etag, full.headers['content-length']], `HEAD ${url}`)
+      }
       assert.equal((await app.inject({ url: '/users/2', headers: { 'if-none-match': '*' } })).statusCode, 404, 'only a 200 is ever turned into a 304')
 
       const page = await app.inject('/users?limit=1')

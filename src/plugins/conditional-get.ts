@@ -32,9 +32,11 @@ export const conditionalGet: onSendHookHandler<unknown> = (request, reply, paylo
   const ifNoneMatch = request.headers['if-none-match']
   if (ifNoneMatch !== undefined && namesTag(ifNoneMatch, tag)) {
     // No body, so no Content-Type, and no Content-Length that Fastify would count as 0 (a 304
-    // may only give the length the 200 would have had).
+    // may only give the length the 200 would have had). A HEAD keeps the payload: Fastify's
+    // HEAD route then gives its length, as its 200 does, and drops it (and a null payload
+    // would make it throw: fastify/fastify#6978).
     reply.code(304).removeHeader('content-type')
-    done(null, null)
+    done(null, request.method === 'HEAD' ? payload : null)
     return
   }
   done(null, payload)
