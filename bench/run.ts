@@ -279,6 +279,8 @@ const latency = (sample: Sample) => `${sample.p50.toFixed(2)} / ${sample.p99.toF
 const mark = (ratio: number, target: number | undefined) => `${ratio.toFixed(2)}×${target === undefined ? '' : ratio >= target ? ' ✓' : ' ✗'}`
 
 const seed = await seededDatabase(users)
+const git = (...args: string[]) => execFileSync('git', args, { cwd: root, encoding: 'utf8' }).trim()
+const measured = `commit ${git('rev-parse', '--short', 'HEAD')}${git('status', '--porcelain', '--untracked-files=no') === '' ? '' : ' with uncommitted changes'}`
 const againstBundle = values.against === undefined ? undefined : buildAt(values.against)
 
 write(
@@ -287,6 +289,7 @@ write(
   `Command: \`npm run bench -- --duration ${duration} --rounds ${rounds} --warmup ${warmup} --users ${users} --big ${bigUsers}` +
     `${values.only === undefined ? '' : ` --only ${values.only}`}${values.against === undefined ? '' : ` --against ${values.against}`}\`: ` +
     `${rounds} rounds of ${duration} s per server and workload after ${warmup} s of warm-up; medians; ratios are medians of each round's ratio.`,
+  `The service measured: ${measured}${values.against === undefined ? '' : `; against it, ${values.against} (commit ${git('rev-parse', '--short', values.against)})`}.`,
   'The service runs as shipped: NODE_ENV=production, LOG_LEVEL=warn, every default feature on (request ids, security headers, CORS, metrics, overload protection), SQLite with synchronous=FULL.',
   ''
 )

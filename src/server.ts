@@ -43,7 +43,7 @@ function prettyLogStream (): DestinationStream | undefined {
   return pretty.build({ translateTime: 'HH:MM:ss.l', ignore: 'pid,hostname' })
 }
 
-async function appOrExit (config: Config, logStream: DestinationStream, tracing: Tracing | undefined) {
+async function appOrExit (config: Config, logStream: DestinationStream | undefined, tracing: Tracing | undefined) {
   try {
     return await buildApp(config, { logStream, tracing })
   } catch (error) {
@@ -59,7 +59,7 @@ const config = configOrExit()
 const tracing = config.tracing === undefined ? undefined : (await import('./tracing.js')).startTracing(config.tracing.serviceName)
 const pretty = prettyLogStream()
 const output = pretty === undefined ? standardOutput() : undefined
-const app = await appOrExit(config, pretty ?? output!.stream, tracing)
+const app = await appOrExit(config, output?.stream ?? pretty, tracing)
 output?.reportDropsTo(app.log)
 
 closeWithGrace({ delay: config.shutdownDrainMs + SHUTDOWN_GRACE_MS, logger: app.log }, async ({ signal, err }) => {
