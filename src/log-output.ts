@@ -1,15 +1,16 @@
 /**
  * Standard output for log lines, written as pino writes it by default (sonic-boom, without
- * blocking the event loop), with bounds, so that a reader that stops reading (a stalled log
- * collector, a pipe nobody drains) or goes away costs log lines and never the service:
+ * blocking the event loop), with bounds, so that an output that stops taking lines (a stalled
+ * log collector, a pipe nobody drains, a reader gone, a log file's disk full) costs log lines
+ * and never the service:
  *
  * - Lines wait in memory for the output to take them, up to MAX_WAITING_BYTES; past that
  *   they are dropped and counted, and the count is logged once the output takes lines again.
  *   pino's own destination keeps every line until the process runs out of memory.
  * - At exit, the lines still waiting are written if the output takes them within
- *   EXIT_FLUSH_MS, else given up; an output that is gone is given up at once (sonic-boom 5;
- *   version 4, pino's own, retries it for ever). pino's own destination waits for a stalled
- *   reader for ever, and the process never exits.
+ *   EXIT_FLUSH_MS, else given up; an output that fails is given up at once. pino's own
+ *   destination (sonic-boom 4) waits for a stalled reader for ever, and retries any
+ *   failure for ever, and the process never exits.
  */
 import type { FastifyBaseLogger } from 'fastify'
 import type { DestinationStream } from 'pino'
@@ -32,7 +33,8 @@ export function standardOutput (): LogOutput {
     // A full pipe is tried again every 100 ms: for as long as it takes, except at exit.
     retryEAGAIN: () => exitingSince === undefined || Date.now() - exitingSince < EXIT_FLUSH_MS
   })
-  // An output that fails (its reader gone: EPIPE) loses the lines; the service goes on.
+  // An output that fails (its reader gone, EPIPE; its disk full, ENOSPC) loses the lines
+  // it cannot take; the service goes on, and writes again once it can.
   stream.on('error', () => {})
   let dropped = 0
   stream.on('drop', () => { dropped++ })

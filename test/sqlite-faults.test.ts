@@ -1,12 +1,12 @@
 /**
  * Faults of the machine under a SQLite database: a full disk, a read-only filesystem, a
- * frozen one, the file deleted under the running service. They need root (to mount and
- * freeze filesystems), which CI has.
+ * frozen one, the file deleted under the running service; and under standard output, a full
+ * disk. They need root (to mount and freeze filesystems), which CI has.
  */
 import assert from 'node:assert/strict'
 import { execFileSync, spawn } from 'node:child_process'
 import { once } from 'node:events'
-import { existsSync, mkdtempSync, renameSync, rmSync, unlinkSync, writeFileSync } from 'node:fs'
+import { closeSync, existsSync, mkdtempSync, openSync, renameSync, rmSync, unlinkSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { describe, test, type TestContext } from 'node:test'
@@ -14,7 +14,7 @@ import { setTimeout as sleep } from 'node:timers/promises'
 import { createDatabase } from '../src/db/database.js'
 import { migrateToLatest } from '../src/db/migrate.js'
 import { captureLogs, postJson, temporaryFolder, testApp } from './helpers.js'
-import { startService } from './process.js'
+import { freePort, fromSource, repositoryRoot, startService } from './process.js'
 
 const needsRoot = process.getuid?.() === 0 ? false : 'needs root, to mount and freeze filesystems (CI runs as root)'
 
@@ -152,5 +152,34 @@ describe('SQLite under faults of the machine', { skip: needsRoot }, () => {
     // answered 503, as with any database across a network (README, Storage).
     const late = (await names(app)).filter((name: string) => name.startsWith('Frozen')).length
     t.diagnostic(`frozen: ${late} of the 10 writes answered 503 were committed on thaw`)
+  })
+})
+
+describe('standard output under faults of the machine', { skip: needsRoot }, () => {
+  test('standard output to a file on a full disk: every request is answered, and SIGTERM ends the process', async (t) => {
+    const folder = smallFilesystem(t, '1m')
+    const output = openSync(join(folder, 'service.log'), 'a')
+    fill(folder)
+    const port = await freePort()
+    const child = spawn(process.execPath, fromSource('server.ts'), {
+      cwd: repositoryRoot,
+      env: { PATH: process.env.PATH, HOST: '127.0.0.1', PORT: String(port), LOG_LEVEL: 'info', DATABASE_URL: 'sqlite::memory:' },
+      stdio: ['ignore', output, 'ignore']
+    })
+    closeSync(output)
+    const exited = once(child, 'exit')
+    t.after(() => { child.kill('SIGKILL') })
+
+    const url = `http://127.0.0.1:${port}`
+    let up = false
+    for (let waited = 0; !up && waited < 15_000; waited += 100) {
+      up = await fetch(`${url}/health`).then((response) => response.ok, () => false)
+      if (!up) await sleep(100)
+    }
+    assert.ok(up, 'the service starts, though no log line can be written')
+    for (let i = 0; i < 100; i++) assert.equal((await fetch(`${url}/users`)).status, 200)
+
+    child.kill('SIGTERM')
+    assert.deepEqual(await Promise.race([exited, sleep(15_000, 'still running')]), [0, null])
   })
 })
