@@ -36,17 +36,20 @@ function describe (error: ErrorObject): { path: string, message: string } {
   return { path: error.instancePath, message: error.message ?? 'is invalid' }
 }
 
-const PART: Record<string, ValidationDetail['in']> = { body: 'body', querystring: 'query', params: 'params' }
+type SchemaErrorFormatter = NonNullable<FastifyServerOptions['schemaErrorFormatter']>
+
+/** Fastify's name for each part of a request, and the name `details` gives it. */
+const PART: Record<Parameters<SchemaErrorFormatter>[1], ValidationDetail['in']> = { params: 'params', body: 'body', querystring: 'query', headers: 'header' }
 
 /**
  * Turns Ajv's errors into one sentence naming where and what for the first, e.g.
  * `body/email must match format "email"` or `body must NOT have additional property "role"`,
  * and the list of all of them as `details`.
  */
-export const formatSchemaError: NonNullable<FastifyServerOptions['schemaErrorFormatter']> = (errors, dataVar) => {
+export const formatSchemaError: SchemaErrorFormatter = (errors, dataVar) => {
   const described = (errors as ErrorObject[]).map(describe)
   const [first = { path: '', message: 'is invalid' }] = described
-  const part = PART[dataVar] ?? 'body'
+  const part = PART[dataVar]
   const details = described.slice(0, MAX_DETAILS).map(({ path, message }) => ({ in: part, path, message }))
   return new AppError(`${dataVar}${first.path} ${first.message}`, 400, {}, details)
 }

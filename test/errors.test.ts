@@ -148,6 +148,14 @@ test('a request that fails its schema hears every rule it fails in details, the 
   ])
   const params = await postJson(app, '/users/not-hex', { name: 'Ada', email: 'ada@example.com' })
   assert.deepEqual(params.json().details, [{ in: 'params', path: '/id', message: 'must match pattern "^[0-9a-fA-F]{24}$"' }])
+  const header = await app.inject({ method: 'POST', url: '/users', payload: { name: 'Ada', email: 'ada@example.com' }, headers: { 'idempotency-key': 'x'.repeat(256) } })
+  assert.deepEqual(header.json(), {
+    error: 'headers/idempotency-key must NOT have more than 255 characters',
+    details: [{ in: 'header', path: '/idempotency-key', message: 'must NOT have more than 255 characters' }]
+  })
+  // Checked in Fastify's order, path, body, query, headers: only the first part that fails is listed.
+  const bodyAndQuery = await app.inject({ method: 'POST', url: '/users/507f1f77bcf86cd799439011?limit=0', payload: { name: 'Ada' } })
+  assert.deepEqual(bodyAndQuery.json().details, [{ in: 'body', path: '', message: "must have required property 'email'" }])
 
   const many = Object.fromEntries(Array.from({ length: 100 }, (_, i) => [`extra${i}`, i]))
   const flood = await postJson(app, '/users/507f1f77bcf86cd799439011', { name: 'Ada', email: 'ada@example.com', ...many })
