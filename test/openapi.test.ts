@@ -165,3 +165,11 @@ test('the docs UI is served by the service itself, with no asset from elsewhere'
   assert.match(initializer.body, /validatorUrl: null/)
   assert.equal((await app.inject('/documentation')).statusCode, 200)
 })
+
+test('the docs page\'s former address, /documentation/static/index.html, leads to it in one redirect, with or without a query', async (t) => {
+  const app = await testApp(t)
+  for (const url of ['/documentation/static/index.html', '/documentation/static/index.html?utm_source=mail']) {
+    const former = await app.inject(url)
+    assert.deepEqual([former.statusCode, former.headers.location], [302, '/documentation/'], url)
+  }
+})
