@@ -7,7 +7,7 @@
 import { createRequire } from 'node:module'
 import type { Socket } from 'node:net'
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
-import { Type } from 'typebox'
+import { Type, type Static } from 'typebox'
 import { DatabaseUnavailableError } from './db/errors.js'
 import { refTo, type HeaderSchema } from './route-schemas.js'
 
@@ -20,7 +20,12 @@ const JSON_TYPE = 'application/json; charset=utf-8'
 const { STATUS_CODES }: typeof import('node:http') = createRequire(import.meta.url)('node:http')
 
 /** One failed rule of a request's schema. */
-export interface ValidationDetail { in: 'params' | 'body' | 'query' | 'header', path: string, message: string }
+const ValidationDetailSchema = Type.Object({
+  in: Type.Union([Type.Literal('params'), Type.Literal('body'), Type.Literal('query'), Type.Literal('header')], { description: 'The part of the request.' }),
+  path: Type.String({ description: 'A JSON Pointer into that part, e.g. `/email`; empty for the part itself.' }),
+  message: Type.String({ description: 'What is wrong there.' })
+}, { additionalProperties: false })
+export type ValidationDetail = Static<typeof ValidationDetailSchema>
 
 /** At most this many `details` in one answer: what a client can act on, not a flood. */
 export const MAX_DETAILS = 20
@@ -28,11 +33,7 @@ export const MAX_DETAILS = 20
 /** Every error answer: `{"error": "<message>"}`, and on a 400 for a schema, its `details`. */
 export const ErrorSchema = Type.Object({
   error: Type.String({ description: 'What went wrong, in one sentence.' }),
-  details: Type.Optional(Type.Array(Type.Object({
-    in: Type.Union([Type.Literal('params'), Type.Literal('body'), Type.Literal('query'), Type.Literal('header')], { description: 'The part of the request.' }),
-    path: Type.String({ description: 'A JSON Pointer into that part, e.g. `/email`; empty for the part itself.' }),
-    message: Type.String({ description: 'What is wrong there.' })
-  }, { additionalProperties: false }), {
+  details: Type.Optional(Type.Array(ValidationDetailSchema, {
     maxItems: MAX_DETAILS,
     description: 'On a 400 for a request that fails its schema: every rule it fails (up to 20), in the first part of the request that ' +
       'fails (path, then body, then query, then headers, the order they are checked in). `error` is the first of them.'
