@@ -20,18 +20,22 @@ export function createValidatorCompiler (namedSchemas: object[]): FastifySchemaC
 }
 
 /**
- * The pattern of a text that holds no NUL character, which PostgreSQL cannot store in a text
- * column; applied on both databases, so that they accept the same users.
+ * The pattern of a text both databases store exactly as sent: no NUL character, which
+ * PostgreSQL cannot store in a text column, and no unpaired surrogate (a `\ud800` escape
+ * with no partner, what a client that cuts a string inside an emoji sends), which is no
+ * Unicode character: UTF-8, in which both keep text, cannot hold it, and it would come back
+ * as U+FFFD. Ajv compiles patterns with the `u` flag, so a surrogate pair is one character
+ * here and never matches the range.
  */
-export const NO_NUL = '^[^\\u0000]*$'
+export const STORABLE_TEXT = '^[^\\u0000\\ud800-\\udfff]*$'
 
 /** One of Ajv's errors in the contract's words: where, from the part's root, and what. */
 function describe (error: ErrorObject): { path: string, message: string } {
   if (error.keyword === 'additionalProperties') {
     return { path: error.instancePath, message: `must NOT have additional property ${JSON.stringify(error.params.additionalProperty)}` }
   }
-  if (error.keyword === 'pattern' && error.params.pattern === NO_NUL) {
-    return { path: error.instancePath, message: 'must not contain the NUL character (U+0000)' }
+  if (error.keyword === 'pattern' && error.params.pattern === STORABLE_TEXT) {
+    return { path: error.instancePath, message: 'must not contain the NUL character (U+0000) or an unpaired surrogate (U+D800–U+DFFF)' }
   }
   return { path: error.instancePath, message: error.message ?? 'is invalid' }
 }

@@ -42,16 +42,27 @@ for (const database of [...testDatabases, behindPgBouncer]) {
       }
     })
 
-    test('POST /users refuses, storing nothing, a body that is not UTF-8 and a name PostgreSQL cannot store (NUL)', async (t) => {
+    test('POST /users refuses, storing nothing, a body that is not UTF-8 and a name the databases cannot store (NUL, an unpaired surrogate)', async (t) => {
       const app = await testAppOn(t, database)
       const notUtf8 = Buffer.concat([Buffer.from('{"name":"Ada'), Buffer.from([0xff, 0xfe]), Buffer.from('","email":"ada@example.com"}')])
       const invalid = await app.inject({ method: 'POST', url: '/users', payload: notUtf8, headers: { 'content-type': 'application/json' } })
       assert.equal(invalid.statusCode, 400)
       assert.deepEqual(invalid.json(), { error: 'Body is not valid JSON: it is not UTF-8' })
-      const withNul = await postJson(app, '/users', { name: 'Ada\u0000Lovelace', email: 'ada@example.com' })
-      assert.equal(withNul.statusCode, 400)
-      assert.equal(withNul.json().error, 'body/name must not contain the NUL character (U+0000)')
+      // A NUL, and the escapes of a surrogate without its partner (a string cut inside an
+      // emoji), which would be stored as U+FFFD: the user would not get back what was sent.
+      const unstorable = ['Ada\\u0000Lovelace', 'Ada \\ud83d', '\\ude00 Ada', 'Ada \\ude00\\ud83d']
+      for (const name of unstorable) {
+        const refused = await app.inject({ method: 'POST', url: '/users', payload: `{"name":"${name}","email":"ada@example.com"}`, headers: { 'content-type': 'application/json' } })
+        assert.equal(refused.statusCode, 400, name)
+        assert.equal(refused.json().error, 'body/name must not contain the NUL character (U+0000) or an unpaired surrogate (U+D800–U+DFFF)')
+      }
       assert.equal((await app.inject('/users')).headers['x-total-count'], '0', 'nothing was stored')
+      // A surrogate pair, escaped or not, is one character, stored and given back as sent.
+      for (const name of ['Ada \\ud83d\\ude00', 'Ada \u{1F600}']) {
+        const created = await app.inject({ method: 'POST', url: '/users', payload: `{"name":"${name}","email":"ada@example.com"}`, headers: { 'content-type': 'application/json' } })
+        assert.equal(created.statusCode, 201, name)
+        assert.equal((await app.inject(String(created.headers.location))).json().name, 'Ada \u{1F600}')
+      }
     })
 
     test('POST /users gives each user the next integer id', async (t) => {

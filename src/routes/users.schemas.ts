@@ -7,7 +7,7 @@ import { Type } from 'typebox'
 import { MAX_USER_ID } from '../db/users.js'
 import { errorResponse, RETRY_AFTER } from '../errors.js'
 import { refTo, type HeaderSchema } from '../route-schemas.js'
-import { NO_NUL } from '../validation.js'
+import { STORABLE_TEXT } from '../validation.js'
 
 const Limit = (defaultValue: number) => Type.Integer({ minimum: 1, maximum: 1000, default: defaultValue, description: 'Users per page.' })
 const Offset = Type.Integer({ minimum: 0, maximum: MAX_USER_ID, default: 0, description: 'Users to skip.' })
@@ -32,7 +32,13 @@ const IfNoneMatch = Type.Object({
   'if-none-match': Type.Optional(Type.String({ description: 'ETags from earlier answers; if one is current, the answer is 304 with no body.' }))
 })
 
-const Name = Type.String({ minLength: 1, maxLength: 200, pattern: NO_NUL, description: 'Any text without a NUL character.', examples: ['Ada'] })
+const Name = Type.String({
+  minLength: 1,
+  maxLength: 200,
+  pattern: STORABLE_TEXT,
+  description: 'Any Unicode text without the NUL character (U+0000). An unpaired surrogate (`\\ud800` with no partner) is not Unicode text and is refused.',
+  examples: ['Ada']
+})
 const Email = Type.String({
   format: 'email',
   maxLength: 254,
