@@ -1,8 +1,10 @@
 import assert from 'node:assert/strict'
-import { describe, test } from 'node:test'
+import { randomBytes } from 'node:crypto'
+import { describe, test, type TestContext } from 'node:test'
 import { setTimeout as sleep } from 'node:timers/promises'
+import pg from 'pg'
 import { migrations as allMigrations } from '../src/db/migrate.js'
-import { postJsonOver as post, postgresQuery, rawRequest, testApp, testDatabases, type TestDatabase } from './helpers.js'
+import { captureLogs, postJson, postJsonOver as post, postgresQuery, rawRequest, testApp, testDatabases, type TestDatabase } from './helpers.js'
 import { behindPgBouncer, pgBouncerClients } from './pgbouncer.js'
 import { runScript, startService } from './process.js'
 import { startTcpProxy } from './tcp-proxy.js'
@@ -134,3 +136,79 @@ for (const database of [postgres, behindPgBouncer]) {
     })
   })
 }
+
+describe('PostgreSQL refusing work for a while', { skip: postgres.skip }, () => {
+  /**
+   * A schema owned by a role of its own, and its URL: the test changes the role's settings,
+   * which every connection the role opens takes, and no other test sees them.
+   */
+  async function schemaOfItsOwnRole (t: TestContext) {
+    const name = `test_${randomBytes(6).toString('hex')}`
+    await postgresQuery(`create role ${name} login`)
+    await postgresQuery(`create schema ${name} authorization ${name}`)
+    t.after(async () => {
+      await postgresQuery(`drop schema ${name} cascade`)
+      await postgresQuery(`drop role ${name}`)
+    })
+    const url = new URL(process.env.TEST_DATABASE_URL as string)
+    url.username = name
+    url.searchParams.set('options', `-c search_path=${name}`)
+    return {
+      url: url.href,
+      schema: name,
+      /** Changes the role's settings and ends its connections, so that the pool's next ones take them. */
+      async set (...settings: string[]) {
+        for (const setting of settings) await postgresQuery(`alter role ${name} ${setting}`)
+        await postgresQuery('select pg_terminate_backend(pid) from pg_stat_activity where usename = $1', [name])
+        await sleep(100)
+      }
+    }
+  }
+
+  test('a read-only server, a lock or statement timeout: 503 with Retry-After, never 500; under a read-only server reads go on and the outage of writes is one log line', async (t) => {
+    // Ended first, whatever happens, so that dropping the schema never waits for its lock.
+    const holder = new pg.Client({ connectionString: process.env.TEST_DATABASE_URL })
+    await holder.connect()
+    t.after(() => holder.end())
+    const role = await schemaOfItsOwnRole(t)
+    const logs = captureLogs()
+    const app = await testApp(t, { DATABASE_URL: role.url, LOG_LEVEL: 'info' }, logs.stream)
+    const create = () => postJson(app, '/users', { name: 'Grace', email: 'grace@example.com' })
+    const assertRefused = (response: Awaited<ReturnType<typeof create>>) => {
+      assert.equal(response.statusCode, 503, response.body)
+      assert.deepEqual(response.json(), { error: 'Database unavailable' })
+      assert.equal(response.headers['retry-after'], '1')
+    }
+    const outage = () => logs.lines.filter((line) => /^database (unavailable|available again)/.test(line.msg))
+      .map((line) => `${line.operations} ${line.msg}`)
+    assert.equal((await postJson(app, '/users', { name: 'Ada', email: 'ada@example.com' })).statusCode, 201)
+
+    // A standby, or a primary set read-only for maintenance: writes are refused, reads go on.
+    await role.set('set default_transaction_read_only = on')
+    for (let i = 0; i < 3; i++) {
+      assertRefused(await create())
+      assert.equal((await app.inject('/ready')).statusCode, 200)
+      assert.equal((await app.inject('/users/1')).json().name, 'Ada')
+    }
+    assert.deepEqual(outage(), ['writes database unavailable: cannot execute INSERT in a read-only transaction'],
+      'one line for three refused writes: the reads between them end no outage of writes')
+
+    // Another session holds the table's lock (a migration, an ALTER TABLE) past the role's
+    // lock_timeout, then past its statement_timeout.
+    await holder.query(`begin; lock table ${role.schema}.users in access exclusive mode`)
+    await role.set('reset default_transaction_read_only', 'set lock_timeout = 200')
+    assertRefused(await app.inject('/users/1'))
+    assertRefused(await create())
+    await role.set('reset lock_timeout', 'set statement_timeout = 200')
+    assertRefused(await app.inject('/users/1'))
+    assertRefused(await app.inject('/users'))
+    assert.equal(outage()[1], 'reads database unavailable: canceling statement due to lock timeout')
+
+    await holder.query('rollback')
+    await role.set('reset statement_timeout')
+    assert.equal((await create()).statusCode, 201)
+    assert.equal((await app.inject('/users')).headers['x-total-count'], '2', 'no refused write was stored')
+    assert.deepEqual(outage().slice(-2), ['writes database available again', 'reads database available again'])
+    assert.equal(logs.lines.filter((line) => line.level >= 50 && !/^database unavailable/.test(line.msg)).length, 0, 'no error logged but the outages')
+  })
+})

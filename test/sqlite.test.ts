@@ -84,6 +84,10 @@ describe('SQLite under the service', () => {
     assert.deepEqual(list.json().map((user: { name: string }) => user.name), ['Ada', 'Edsger'], 'the refused write was not stored')
 
     const outage = logs.lines.filter((line) => /^database (unavailable|available again)/.test(line.msg))
-    assert.deepEqual(outage.map((line) => line.msg.replace(/:.*/, '')), ['database unavailable', 'database available again'], 'one line as it starts, one as it ends')
+      .map((line) => `${line.operations} ${line.msg.replace(/:.*/, '')}`)
+    for (const operations of ['reads', 'writes']) {
+      assert.deepEqual(outage.filter((line) => line.startsWith(operations)), [`${operations} database unavailable`, `${operations} database available again`],
+        'one line as it starts, one as it ends, for reads (/ready) and for writes')
+    }
   })
 })

@@ -7,9 +7,19 @@
  */
 const UNREACHABLE_CODES = new Set([
   'ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EHOSTUNREACH', 'ENETUNREACH', 'ENOTFOUND', 'EAI_AGAIN', 'EPIPE',
-  // PostgreSQL: shutting down, crashed, starting up, too many connections, disk full.
-  '57P01', '57P02', '57P03', '53300', '53100'
+  // PostgreSQL: it takes no writes now (a standby, or default_transaction_read_only set for
+  // maintenance); another transaction is in the way, and PostgreSQL's own advice is to retry
+  // (a serialization failure, a deadlock, a lock not granted within lock_timeout).
+  '25006', '40001', '40P01', '55P03'
 ])
+
+/**
+ * PostgreSQL's classes of SQLSTATE that say the server cannot do the work now, whatever the
+ * query: 08 the connection failed, 53 it lacks resources (disk, memory, connections), 57 an
+ * operator or a limit intervened (shutting down, starting up, a statement_timeout, a
+ * cancelled query), 58 the system failed (an I/O error).
+ */
+const POSTGRES_UNAVAILABLE = /^(08|53|57|58)[0-9A-Z]{3}$/
 
 /**
  * SQLite, by the prefix of its extended codes: another process holds the lock past the wait
@@ -32,7 +42,7 @@ export class DatabaseUnavailableError extends Error {
 
 function isUnavailable (error: Error): boolean {
   const code = (error as { code?: unknown }).code
-  if (typeof code === 'string' && (UNREACHABLE_CODES.has(code) || code.startsWith('08') || SQLITE_UNAVAILABLE.test(code))) return true
+  if (typeof code === 'string' && (UNREACHABLE_CODES.has(code) || POSTGRES_UNAVAILABLE.test(code) || SQLITE_UNAVAILABLE.test(code))) return true
   return UNREACHABLE_MESSAGES.test(error.message)
 }
 
@@ -71,22 +81,24 @@ export interface OutageLogger {
 /**
  * One log line when the database becomes unavailable, naming why, and one when it is back,
  * saying how many operations failed meanwhile: an outage under load is two lines, not one a
- * request.
+ * request. Reads and writes are tracked apart (`operations`), since a database may refuse
+ * only writes (a full disk, a read-only server): a read that succeeds between two refused
+ * writes ends no outage of writes.
  */
-export function outageLog (log: OutageLogger) {
+export function outageLog (log: OutageLogger, operations: 'reads' | 'writes') {
   let failures = 0
   return {
     async track<T> (operation: Promise<T>): Promise<T> {
       try {
         const result = await operation
         if (failures > 0) {
-          log.info({ failedOperations: failures }, 'database available again')
+          log.info({ operations, failedOperations: failures }, 'database available again')
           failures = 0
         }
         return result
       } catch (error) {
         if (error instanceof DatabaseUnavailableError && failures++ === 0) {
-          log.error({ err: error.cause }, error.message)
+          log.error({ operations, err: error.cause }, error.message)
         }
         throw error
       }

@@ -40,14 +40,14 @@ export async function openQueryRunner (config: DatabaseConfig, log: OutageLogger
     await db.destroy()
     throw error
   }
-  const outages = outageLog(log)
-  const run = async <Row>(query: CompiledQuery<Row>): Promise<Row[]> =>
+  const runner = (outages: ReturnType<typeof outageLog>) => async <Row>(query: CompiledQuery<Row>): Promise<Row[]> =>
     await outages.track(fromDatabase(async () => (await db.executeQuery(query)).rows))
+  const read = runner(outageLog(log, 'reads'))
   return {
     db,
-    read: run,
-    write: run,
-    check: async () => { await run(db.selectNoFrom((eb) => eb.lit(1).as('one')).compile()) },
+    read,
+    write: runner(outageLog(log, 'writes')),
+    check: async () => { await read(db.selectNoFrom((eb) => eb.lit(1).as('one')).compile()) },
     close: async () => await db.destroy(),
     poolStats
   }

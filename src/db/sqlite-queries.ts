@@ -60,7 +60,7 @@ export async function openSqliteQueries (filename: string, log: OutageLogger): P
     throw toError(started.error)
   }
 
-  const outages = outageLog(log)
+  const outages = { read: outageLog(log, 'reads'), write: outageLog(log, 'writes') }
   const waiting = new Map<number, (result: BatchResult) => void>()
   let nextId = 0
   let stopped: Error | undefined
@@ -133,7 +133,7 @@ export async function openSqliteQueries (filename: string, log: OutageLogger): P
       })
     }
 
-    return async <Row>(query: CompiledQuery<Row>): Promise<Row[]> => await outages.track(new Promise<Row[]>((resolve, reject) => {
+    return async <Row>(query: CompiledQuery<Row>): Promise<Row[]> => await outages[kind].track(new Promise<Row[]>((resolve, reject) => {
       pending.push({ query, resolve: resolve as (rows: unknown[]) => void, reject })
       if (pending.length === 1 && !busy) setImmediate(flush)
     }))
@@ -143,7 +143,7 @@ export async function openSqliteQueries (filename: string, log: OutageLogger): P
     db: compiler,
     read: batched('read'),
     write: batched('write'),
-    check: async () => await outages.track(send('check', [], CHECK_TIMEOUT_MS).then((result) => {
+    check: async () => await outages.read.track(send('check', [], CHECK_TIMEOUT_MS).then((result) => {
       const failure = failureOf(result)
       if (failure !== undefined) throw failure
     })),
