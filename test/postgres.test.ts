@@ -3,7 +3,7 @@ import { randomBytes } from 'node:crypto'
 import { describe, test, type TestContext } from 'node:test'
 import { setTimeout as sleep } from 'node:timers/promises'
 import pg from 'pg'
-import { migrations as allMigrations } from '../src/db/migrate.js'
+import { MIGRATION_LOCK_KEY, migrations as allMigrations } from '../src/db/migrate.js'
 import { captureLogs, postJson, postJsonOver as post, postgresQuery, rawRequest, testApp, testDatabases, type TestDatabase } from './helpers.js'
 import { behindPgBouncer, pgBouncerClients } from './pgbouncer.js'
 import { runScript, startService } from './process.js'
@@ -210,5 +210,36 @@ describe('PostgreSQL refusing work for a while', { skip: postgres.skip }, () => 
     assert.equal((await app.inject('/users')).headers['x-total-count'], '2', 'no refused write was stored')
     assert.deepEqual(outage().slice(-2), ['writes database available again', 'reads database available again'])
     assert.equal(logs.lines.filter((line) => line.level >= 50 && !/^database unavailable/.test(line.msg)).length, 0, 'no error logged but the outages')
+  })
+
+  test('the migration lock held by another process: start-up waits for it, and past 4 s stops with one line', async (t) => {
+    // A database of its own: the lock is the whole database's, and other tests start services meanwhile.
+    const name = `test_${randomBytes(6).toString('hex')}`
+    await postgresQuery(`create database ${name}`)
+    const url = new URL(process.env.TEST_DATABASE_URL as string)
+    url.pathname = `/${name}`
+    const holder = new pg.Client({ connectionString: url.href })
+    await holder.connect()
+    t.after(async () => {
+      await holder.end()
+      await postgresQuery(`drop database ${name} with (force)`)
+    })
+    const takeLock = () => holder.query(`begin; select pg_advisory_xact_lock(${MIGRATION_LOCK_KEY})`)
+
+    await takeLock()
+    const released = sleep(1500).then(() => holder.query('commit'))
+    const service = await startService(t, { DATABASE_URL: url.href })
+    await released
+    assert.equal((await rawRequest(service.port, { path: '/ready' })).statusCode, 200, 'started once the lock was released')
+
+    await takeLock()
+    const started = Date.now()
+    const result = await runScript('server.ts', { DATABASE_URL: url.href })
+    const seconds = (Date.now() - started) / 1000
+    await holder.query('rollback')
+    assert.equal(result.code, 1)
+    assert.equal(result.stderr, `Start-up failed: cannot use DATABASE_URL ${url.href}: another process has held the migration lock for 4 s ` +
+      '(an instance or npm run migrate migrating this database): start again once it is done\n')
+    assert.ok(seconds > 4 && seconds < 9, `stopped after ${seconds} s`)
   })
 })

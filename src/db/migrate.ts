@@ -32,7 +32,16 @@ export async function migrateToLatest (db: Kysely<any>, dialect: Dialect): Promi
 }
 
 /** Any fixed number, the same in every instance: the key of the advisory lock below. */
-const MIGRATION_LOCK_KEY = 7_431_998_216_553_012n
+export const MIGRATION_LOCK_KEY = 7_431_998_216_553_012n
+
+/**
+ * How long a migration waits for a lock held by another process, the advisory lock above
+ * included: long enough for another instance's migration to finish, short enough that
+ * start-up fails with one line inside Fastify's plugin timeout (10 s, of which connecting may
+ * take 3) rather than be cut off mid-wait, and below the pool's query timeout (5 s), so that
+ * PostgreSQL ends the wait and the connection is free to roll back.
+ */
+const MIGRATION_LOCK_WAIT_MS = 4000
 
 /**
  * Runs the whole migration in one PostgreSQL transaction that first takes a transaction-scoped
@@ -44,7 +53,16 @@ const MIGRATION_LOCK_KEY = 7_431_998_216_553_012n
  */
 async function underPostgresLock<T> (db: Kysely<any>, work: (db: Kysely<any>) => Promise<T>): Promise<T> {
   return await db.transaction().execute(async (transaction) => {
-    await sql`select pg_advisory_xact_lock(${sql.lit(MIGRATION_LOCK_KEY)})`.execute(transaction)
+    // Also spares the service's queries a migration statement queued for a table's lock, which
+    // would make every later query of that table queue behind it.
+    await sql`set local lock_timeout = ${sql.lit(MIGRATION_LOCK_WAIT_MS)}`.execute(transaction)
+    try {
+      await sql`select pg_advisory_xact_lock(${sql.lit(MIGRATION_LOCK_KEY)})`.execute(transaction)
+    } catch (error) {
+      if ((error as { code?: unknown }).code !== '55P03') throw error
+      throw new Error(`another process has held the migration lock for ${MIGRATION_LOCK_WAIT_MS / 1000} s ` +
+        '(an instance or npm run migrate migrating this database): start again once it is done')
+    }
     return await work(transaction)
   })
 }
