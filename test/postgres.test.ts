@@ -117,6 +117,16 @@ for (const database of [postgres, behindPgBouncer]) {
       }))
     })
 
+    test('a database that stops answering during start-up: one line within 8 s of opening, not Fastify\'s plugin timeout', async (t) => {
+      const url = new URL(await database.url(t))
+      const proxy = await startTcpProxy(t, { host: url.hostname, port: Number(url.port || 5432) }, 'kysely_migration')
+      const started = Date.now()
+      const result = await runScript('server.ts', { DATABASE_URL: through(url.href, proxy.port) })
+      assert.ok(Date.now() - started < 15_000)
+      assert.equal(result.code, 1)
+      assert.match(result.stderr, /^Start-up failed: cannot use DATABASE_URL postgres:\/\/postgres:\*\*\*@127\.0\.0\.1:\d+\/\w+\S*: it did not open and migrate within 8 s \(it stopped answering\)\n$/)
+    })
+
     test('DATABASE_POOL_SIZE bounds the connections of one instance', async (t) => {
       const url = await database.url(t)
       const app = await testApp(t, { DATABASE_URL: url, DATABASE_POOL_SIZE: '3' })

@@ -14,7 +14,7 @@ import { setTimeout as sleep } from 'node:timers/promises'
 import { createDatabase } from '../src/db/database.js'
 import { migrateToLatest } from '../src/db/migrate.js'
 import { captureLogs, postJson, temporaryFolder, testApp } from './helpers.js'
-import { freePort, fromSource, repositoryRoot, startService } from './process.js'
+import { freePort, fromSource, repositoryRoot, runScript, startService } from './process.js'
 
 const needsRoot = process.getuid?.() === 0 ? false : 'needs root, to mount and freeze filesystems (CI runs as root)'
 
@@ -154,6 +154,27 @@ describe('SQLite under faults of the machine', { skip: needsRoot }, () => {
     // answered 503, as with any database across a network (README, Storage).
     const late = (await names(app)).filter((name: string) => name.startsWith('Frozen')).length
     t.diagnostic(`frozen: ${late} of the 10 writes answered 503 were committed on thaw`)
+  })
+
+  test('a filesystem frozen at start-up: start-up stops with one line naming the database, not Fastify\'s plugin timeout', async (t) => {
+    const image = join(temporaryFolder(t), 'disk.img')
+    run('truncate', '-s', '32M', image)
+    run('mkfs.ext4', '-q', image)
+    const folder = mountPoint(t, (folder) => run('mount', '-o', 'loop', image, folder))
+    const filename = join(folder, 'app.db')
+    const { db } = await createDatabase({ dialect: 'sqlite', filename })
+    await migrateToLatest(db, 'sqlite')
+    await db.destroy()
+
+    // The service cannot exit while its SQLite worker waits on the frozen disk (the kernel
+    // holds the thread): the thaw, well after the 8 s start-up allows, lets it go.
+    const thawer = spawn('sh', ['-c', `sleep 15; fsfreeze -u ${folder}`], { stdio: 'ignore' })
+    const thawed = once(thawer, 'exit')
+    run('fsfreeze', '-f', folder)
+    const result = await runScript('server.ts', { DATABASE_URL: `sqlite:${filename}` })
+    await thawed
+    assert.equal(result.code, 1)
+    assert.equal(result.stderr, `Start-up failed: cannot use DATABASE_URL sqlite:${filename}: it did not open and migrate within 8 s (it stopped answering)\n`)
   })
 })
 

@@ -1,7 +1,8 @@
 /**
  * A TCP proxy between the service and PostgreSQL that a test can cut and restore, to play a
  * database outage: cutting resets every open connection and leaves new ones unanswered, as
- * a crashed server behind a silent network would.
+ * a crashed server behind a silent network would. With `stallOn`, a connection whose client
+ * sends that text hears nothing more from the server, as from a server that hangs midway.
  */
 import net from 'node:net'
 import { once } from 'node:events'
@@ -13,7 +14,7 @@ export interface TcpProxy {
   restore: () => void
 }
 
-export async function startTcpProxy (t: TestContext, target: { host: string, port: number }): Promise<TcpProxy> {
+export async function startTcpProxy (t: TestContext, target: { host: string, port: number }, stallOn?: string): Promise<TcpProxy> {
   let cut = false
   const sockets = new Set<net.Socket>()
   const track = (socket: net.Socket) => {
@@ -29,7 +30,16 @@ export async function startTcpProxy (t: TestContext, target: { host: string, por
     track(upstream)
     client.on('close', () => upstream.destroy())
     upstream.on('close', () => client.destroy())
-    client.pipe(upstream).pipe(client)
+    if (stallOn === undefined) {
+      client.pipe(upstream).pipe(client)
+      return
+    }
+    let stalled = false
+    client.on('data', (data: Buffer) => {
+      stalled ||= data.includes(stallOn)
+      upstream.write(data)
+    })
+    upstream.on('data', (data: Buffer) => { if (!stalled) client.write(data) })
   })
   server.listen(0, '127.0.0.1')
   await once(server, 'listening')

@@ -2,6 +2,7 @@
  * Opens the database, brings its schema up to date, and offers the repositories to routes.
  * The connection closes with the app, after in-flight requests have finished.
  */
+import { setTimeout as sleep } from 'node:timers/promises'
 import type { FastifyInstance } from 'fastify'
 import fp from 'fastify-plugin'
 import { describeDatabase, type DatabaseConfig } from '../config.js'
@@ -24,10 +25,32 @@ export class DatabaseStartupError extends Error {
   override name = 'DatabaseStartupError'
 }
 
+/**
+ * How long the database may take to open and migrate at start-up. Each step has its own bound
+ * (connecting, a query, a lock), but a database that stops answering midway can add several
+ * of them up; this one keeps the whole inside Fastify's plugin timeout (10 s), which would end
+ * start-up with a message blaming the plugin.
+ */
+const OPEN_TIMEOUT_MS = 8000
+
+/** The runner, or an error once `OPEN_TIMEOUT_MS` has passed; a runner that opens later is closed. */
+async function openWithin (opening: Promise<QueryRunner>): Promise<QueryRunner> {
+  const timer = new AbortController()
+  const timedOut = sleep(OPEN_TIMEOUT_MS, undefined, { signal: timer.signal }).then(() => {
+    opening.then(async (late) => await late.close()).catch(() => {})
+    throw new Error(`it did not open and migrate within ${OPEN_TIMEOUT_MS / 1000} s (it stopped answering)`)
+  })
+  try {
+    return await Promise.race([opening, timedOut])
+  } finally {
+    timer.abort()
+  }
+}
+
 async function storage (app: FastifyInstance, options: { database: DatabaseConfig, traced: boolean }): Promise<void> {
   let runner: QueryRunner
   try {
-    runner = await openQueryRunner(options.database, app.log)
+    runner = await openWithin(openQueryRunner(options.database, app.log))
   } catch (error) {
     const reason = error instanceof Error ? error.message : String(error)
     throw new DatabaseStartupError(`cannot use DATABASE_URL ${describeDatabase(options.database)}: ${reason}`)
