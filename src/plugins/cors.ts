@@ -8,9 +8,9 @@ import fastifyCors from '@fastify/cors'
 import type { FastifyInstance } from 'fastify'
 import fp from 'fastify-plugin'
 
-/** The answer's headers that a browser's script may read. */
-export const EXPOSED_HEADERS = ['Location', 'X-Total-Count', 'Link', 'ETag', 'X-Request-Id', 'WWW-Authenticate', 'Retry-After',
-  'RateLimit-Limit', 'RateLimit-Remaining', 'RateLimit-Reset']
+/** The answer's headers that a browser's script may read: every one the API document declares. */
+export const EXPOSED_HEADERS = ['Location', 'Idempotent-Replayed', 'X-Total-Count', 'Link', 'ETag', 'X-Request-Id', 'WWW-Authenticate',
+  'Retry-After', 'Accept-Encoding', 'RateLimit-Limit', 'RateLimit-Remaining', 'RateLimit-Reset']
 
 async function cors (app: FastifyInstance, options: { origin: true | string[] }): Promise<void> {
   await app.register(fastifyCors, {
