@@ -135,3 +135,12 @@ test('behind a trusted proxy (TRUST_PROXY), the forwarded client address is the 
   const fromElsewhere = (client: string) => app.inject({ url: '/', remoteAddress: '192.0.2.7', headers: { 'x-forwarded-for': client } })
   assert.deepEqual([(await fromElsewhere('203.0.113.1')).statusCode, (await fromElsewhere('203.0.113.2')).statusCode], [200, 429])
 })
+
+test('an IPv6 client counts by its /64 network: taking another address of its own network takes no fresh budget', async (t) => {
+  const app = await testApp(t, { RATE_LIMIT_MAX: '2' })
+  const from = async (remoteAddress: string) => (await app.inject({ url: '/', remoteAddress })).statusCode
+  assert.deepEqual([await from('2001:db8:1:2::1'), await from('2001:db8:1:2::2'), await from('2001:db8:1:2:ffff::3')], [200, 200, 429])
+  assert.equal(await from('2001:db8:1:3::1'), 200, 'another /64 is another client')
+  assert.deepEqual([await from('::ffff:192.0.2.1'), await from('192.0.2.1'), await from('192.0.2.1')], [200, 200, 429],
+    'an IPv4 client on a dual-stack socket is the same client as over IPv4')
+})
