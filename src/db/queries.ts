@@ -40,13 +40,13 @@ export async function openQueryRunner (config: DatabaseConfig, log: OutageLogger
     await db.destroy()
     throw error
   }
-  const runner = (outages: ReturnType<typeof outageLog>) => async <Row>(query: CompiledQuery<Row>): Promise<Row[]> =>
+  const trackedBy = (outages: ReturnType<typeof outageLog>) => async <Row>(query: CompiledQuery<Row>): Promise<Row[]> =>
     await outages.track(fromDatabase(async () => (await db.executeQuery(query)).rows))
-  const read = runner(outageLog(log, 'reads'))
+  const read = trackedBy(outageLog(log, 'reads'))
   return {
     db,
     read,
-    write: runner(outageLog(log, 'writes')),
+    write: trackedBy(outageLog(log, 'writes')),
     check: async () => { await read(db.selectNoFrom((eb) => eb.lit(1).as('one')).compile()) },
     close: async () => await db.destroy(),
     poolStats
