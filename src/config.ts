@@ -6,6 +6,7 @@
 import { randomBytes } from 'node:crypto'
 import { existsSync, readFileSync } from 'node:fs'
 import { isIP } from 'node:net'
+import { getHeapStatistics } from 'node:v8'
 import { Type, type Static } from 'typebox'
 import { createCoercingAjv } from './ajv.js'
 
@@ -34,7 +35,7 @@ const EnvSchema = Type.Object({
   RATE_LIMIT_MAX: Type.Optional(Type.Integer({ minimum: 1 })),
   RATE_LIMIT_WINDOW: Type.String({ pattern: DURATION.source, default: '1m' }),
   OVERLOAD_MAX_EVENT_LOOP_DELAY_MS: Type.Integer({ minimum: 0, default: 1000 }),
-  OVERLOAD_MAX_HEAP_MB: Type.Integer({ minimum: 0, default: 1024 }),
+  OVERLOAD_MAX_HEAP_MB: Type.Optional(Type.Integer({ minimum: 0 })),
   HEADERS_TIMEOUT_MS: Type.Integer({ minimum: 1, default: 10_000 }),
   REQUEST_TIMEOUT_MS: Type.Integer({ minimum: 1, default: 30_000 }),
   KEEP_ALIVE_TIMEOUT_MS: Type.Integer({ minimum: 1, default: 72_000 }),
@@ -175,7 +176,7 @@ export function loadConfig (environment: Record<string, string | undefined>): Co
       : { max: parsed.RATE_LIMIT_MAX, windowMs: parseDuration(parsed.RATE_LIMIT_WINDOW) as number, redisUrl: parsed.REDIS_URL },
     overload: {
       maxEventLoopDelayMs: parsed.OVERLOAD_MAX_EVENT_LOOP_DELAY_MS,
-      maxHeapBytes: parsed.OVERLOAD_MAX_HEAP_MB * 1024 * 1024
+      maxHeapBytes: heapToShedAt(parsed.OVERLOAD_MAX_HEAP_MB)
     },
     timeouts: {
       headersMs: parsed.HEADERS_TIMEOUT_MS,
@@ -212,6 +213,24 @@ function parseTrustProxy (text: string): Config['trustProxy'] {
 }
 
 const DEFAULT_DRAIN_MS = 5000
+
+const MB = 1024 * 1024
+
+/**
+ * The heap in use past which API routes shed load. It must be below the heap V8 lets the
+ * process have, or the process runs out of heap and ends before it sheds anything; Node sets
+ * that limit from the machine's or the container's memory (about 268 MB in a 512 MB
+ * container), or `--max-old-space-size` does. By default, three quarters of it, at most 1 GB.
+ */
+function heapToShedAt (megabytes: number | undefined): number {
+  const limitMb = Math.floor(getHeapStatistics().heap_size_limit / MB)
+  if (megabytes === undefined) return Math.min(1024, Math.floor(limitMb * 0.75)) * MB
+  if (megabytes >= limitMb) {
+    throw new ConfigError(`OVERLOAD_MAX_HEAP_MB must be below the heap this process may have, ${limitMb} MB (set by Node from the memory ` +
+      `of the machine or container, or by --max-old-space-size), or it could never shed load; 0 turns it off (got ${megabytes})`)
+  }
+  return megabytes * MB
+}
 
 /** Descriptors kept for everything but client connections: database files and sockets, logs. */
 const RESERVED_DESCRIPTORS = 128

@@ -1,7 +1,9 @@
 import assert from 'node:assert/strict'
 import { existsSync, readFileSync } from 'node:fs'
 import { test } from 'node:test'
+import { getHeapStatistics } from 'node:v8'
 import { ConfigError, loadConfig } from '../src/config.js'
+import { fromSource, runNode } from './process.js'
 
 test('defaults: port 3000 on all interfaces, SQLite under data/, no auth, any origin', () => {
   const config = loadConfig({})
@@ -117,4 +119,23 @@ test('MAX_CONNECTIONS defaults to the open-file limit less a reserve of 128, and
   assert.equal(loadConfig({}).maxConnections, soft === undefined ? Infinity : Number(soft) - 128)
   assert.equal(loadConfig({ MAX_CONNECTIONS: '500' }).maxConnections, 500)
   assert.throws(() => loadConfig({ MAX_CONNECTIONS: '0' }), /^ConfigError: MAX_CONNECTIONS must be >= 1/)
+})
+
+test('OVERLOAD_MAX_HEAP_MB defaults to three quarters of the heap V8 allows, at most 1 GB; one the heap can never reach is refused', async () => {
+  const limitMb = Math.floor(getHeapStatistics().heap_size_limit / 2 ** 20)
+  assert.equal(loadConfig({}).overload.maxHeapBytes, Math.min(1024, Math.floor(limitMb * 0.75)) * 2 ** 20)
+  assert.equal(loadConfig({ OVERLOAD_MAX_HEAP_MB: '0' }).overload.maxHeapBytes, 0, '0 turns it off')
+
+  // A small heap, as Node gives a process in a 512 MB container (268 MB there).
+  const smallHeap = '--max-old-space-size=200'
+  const shown = await runNode([smallHeap, '--import', 'tsx', '--input-type=module', '-e', `
+    const { getHeapStatistics } = await import('node:v8')
+    const { loadConfig } = await import('./src/config.ts')
+    console.log(JSON.stringify([getHeapStatistics().heap_size_limit, loadConfig({}).overload.maxHeapBytes].map((bytes) => Math.floor(bytes / 2 ** 20))))`], {})
+  const [smallLimitMb, shedAtMb] = JSON.parse(shown.stdout)
+  assert.equal(shedAtMb, Math.floor(smallLimitMb * 0.75), shown.stderr)
+  const refused = await runNode([smallHeap, ...fromSource('server.ts')], { OVERLOAD_MAX_HEAP_MB: '1024' })
+  assert.equal(refused.code, 1)
+  assert.equal(refused.stderr, `Configuration error: OVERLOAD_MAX_HEAP_MB must be below the heap this process may have, ${smallLimitMb} MB ` +
+    '(set by Node from the memory of the machine or container, or by --max-old-space-size), or it could never shed load; 0 turns it off (got 1024)\n')
 })
