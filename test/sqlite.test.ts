@@ -9,9 +9,12 @@ import { once } from 'node:events'
 import { join } from 'node:path'
 import { describe, test, type TestContext } from 'node:test'
 import { setTimeout as sleep } from 'node:timers/promises'
-import { sql } from 'kysely'
+import { CompiledQuery, sql } from 'kysely'
 import { createDatabase, type DatabaseHandle } from '../src/db/database.js'
+import { migrateToLatest } from '../src/db/migrate.js'
+import { openQueryRunner } from '../src/db/queries.js'
 import { captureLogs, postJson, temporaryFolder, testApp } from './helpers.js'
+import { fromSource, startService } from './process.js'
 
 async function pragma (db: DatabaseHandle['db'], name: string): Promise<unknown> {
   const { rows } = await sql<Record<string, unknown>>`select * from ${sql.raw(`pragma_${name}`)}`.execute(db)
@@ -48,6 +51,46 @@ async function slowestHealth (app: Awaited<ReturnType<typeof testApp>>, during: 
 }
 
 describe('SQLite under the service', () => {
+  test('a burst of requests for full pages is answered, and never runs a small heap out of memory', async (t) => {
+    const filename = join(temporaryFolder(t), 'app.db')
+    const { db } = await createDatabase({ dialect: 'sqlite', filename })
+    await migrateToLatest(db, 'sqlite')
+    const rows = Array.from({ length: 1000 }, (_, i) => ({ name: `${'x'.repeat(195)}${i}`, email: `user${i}@example.com` }))
+    await db.insertInto('users').values(rows).execute()
+    await db.destroy()
+
+    // Each full page holds 1,000 names of about 200 characters. Read together, as one batch,
+    // 800 such pages needed more than this heap.
+    const service = await startService(t, { DATABASE_URL: `sqlite:${filename}` }, undefined, ['--max-old-space-size=96', ...fromSource('server.ts')])
+    const statuses = await Promise.all(Array.from({ length: 800 }, async () => {
+      const response = await fetch(`http://127.0.0.1:${service.port}/users?limit=1000`)
+      await response.arrayBuffer()
+      return response.status
+    }))
+    assert.deepEqual(new Set(statuses), new Set([200]))
+    assert.equal(service.child.exitCode, null, service.stderr())
+    assert.equal((await fetch(`http://127.0.0.1:${service.port}/users/1`)).status, 200)
+  })
+
+  test('two reads asked for together see one snapshot, however many reads wait and writes commit between batches', async (t) => {
+    const silent = { error () {}, warn () {}, info () {} }
+    const runner = await openQueryRunner({ dialect: 'sqlite', filename: join(temporaryFolder(t), 'app.db') }, silent)
+    t.after(() => runner.close())
+    const count = CompiledQuery.raw('select count(*) as n from users') as CompiledQuery<{ n: number }>
+    const insert = CompiledQuery.raw("insert into users (name, email) values ('Ada', 'ada@example.com')")
+    // A lone read first, so that a batch's share of reads ends in the middle of a pair; a write
+    // after every few pairs, committed between the batches of reads.
+    const lone = runner.read(count)
+    const pairs = Array.from({ length: 300 }, (_, i) => {
+      if (i % 10 === 0) runner.write(insert).catch(() => {})
+      return runner.readTogether(count, count)
+    })
+    await lone
+    for (const [first, second] of await Promise.all(pairs)) assert.equal(first[0]!.n, second[0]!.n)
+    const [[row]] = await runner.readTogether(count, count)
+    assert.equal(row?.n, 30, 'every write committed')
+  })
+
   test('a file is opened in WAL mode with synchronous=FULL', async (t) => {
     const { db } = await createDatabase({ dialect: 'sqlite', filename: join(temporaryFolder(t), 'app.db') })
     t.after(() => db.destroy())

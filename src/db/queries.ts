@@ -19,6 +19,8 @@ export interface QueryRunner {
   readonly db: Kysely<Database>
   /** Runs a query that reads. */
   read: <Row>(query: CompiledQuery<Row>) => Promise<Row[]>
+  /** Runs two queries that read, on SQLite in one snapshot (a page and its total, say). */
+  readTogether: <A, B>(first: CompiledQuery<A>, second: CompiledQuery<B>) => Promise<[A[], B[]]>
   /** Runs a query that writes; resolves once it is committed to the disk. */
   write: <Row>(query: CompiledQuery<Row>) => Promise<Row[]>
   /** Resolves when the database can do its work now (readiness); rejects otherwise. */
@@ -46,6 +48,8 @@ export async function openQueryRunner (config: DatabaseConfig, log: OutageLogger
   return {
     db,
     read,
+    // Each in its own statement, as every PostgreSQL query here runs: READ COMMITTED.
+    readTogether: async (first, second) => await Promise.all([read(first), read(second)]),
     write: trackedBy(outageLog(log, 'writes')),
     check: async () => { await read(db.selectNoFrom((eb) => eb.lit(1).as('one')).compile()) },
     close: async () => await db.destroy(),

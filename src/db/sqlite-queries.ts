@@ -17,6 +17,13 @@ import type { Database } from './schema.js'
 const QUERY_TIMEOUT_MS = 5000
 const CHECK_TIMEOUT_MS = 1000
 
+/**
+ * The most reads one batch carries. A batch's answers are in memory all at once, in the
+ * worker and then in the main thread: unbounded, a burst of requests for full pages (1,000
+ * users each) went as one batch, and its answer ran the worker or the process out of heap.
+ */
+const MAX_BATCH_READS = 64
+
 export interface Batch {
   type: 'batch'
   id: number
@@ -36,9 +43,10 @@ export type BatchResult =
 
 const toError = ({ code, message }: ErrorDescription): Error => Object.assign(new Error(message), { code })
 
+/** Queries that go in one batch, so that they share its snapshot or its commit. */
 interface Pending {
-  query: CompiledQuery
-  resolve: (rows: unknown[]) => void
+  queries: CompiledQuery[]
+  resolve: (rows: unknown[][]) => void
   reject: (error: unknown) => void
 }
 
@@ -107,42 +115,72 @@ export async function openSqliteQueries (filename: string, log: OutageLogger): P
       ? new DatabaseUnavailableError(new Error('SQLite did not answer in time'))
       : 'failed' in result ? classified(toError(result.failed)) as Error : undefined
 
+  /** Settles queries asked for together with their outcomes: the rows of each, or the first error. */
+  function settle ({ resolve, reject }: Pending, outcomes: Outcome[]): void {
+    const rows: unknown[][] = []
+    for (const outcome of outcomes) {
+      if ('error' in outcome) {
+        reject(classified(toError(outcome.error)))
+        return
+      }
+      rows.push(outcome.rows)
+    }
+    resolve(rows)
+  }
+
   /**
    * Gathers queries into batches: what arrives in one turn of the event loop goes together,
    * and while a batch is with the worker, what arrives meanwhile waits to go as the next one.
    * So under load a write batch holds everything that came during the previous commit's sync
-   * of the disk, and each sync serves as many writes as there are to serve.
+   * of the disk, and each sync serves as many writes as there are to serve. Reads go at most
+   * `MAX_BATCH_READS` at a time (a pair asked for together is never split), the rest in the
+   * batches after.
    */
   function batched (kind: 'read' | 'write') {
-    let pending: Pending[] = []
+    const pending: Pending[] = []
     let busy = false
 
+    function nextBatch (): Pending[] {
+      if (kind === 'write') return pending.splice(0)
+      let taken = 1
+      let queries = pending[0]!.queries.length
+      while (taken < pending.length && queries + pending[taken]!.queries.length <= MAX_BATCH_READS) {
+        queries += pending[taken]!.queries.length
+        taken++
+      }
+      return pending.splice(0, taken)
+    }
+
     async function flush (): Promise<void> {
-      const batch = pending
-      pending = []
+      const batch = nextBatch()
       busy = true
-      const result = await send(kind, batch.map(({ query }) => query), QUERY_TIMEOUT_MS)
+      const result = await send(kind, batch.flatMap(({ queries }) => queries), QUERY_TIMEOUT_MS)
       busy = false
       if (pending.length > 0) setImmediate(flush)
       const failure = failureOf(result)
-      batch.forEach(({ resolve, reject }, index) => {
-        const outcome = failure === undefined && 'outcomes' in result ? result.outcomes[index]! : undefined
-        if (outcome === undefined) reject(failure)
-        else if ('rows' in outcome) resolve(outcome.rows)
-        else reject(classified(toError(outcome.error)))
-      })
+      let next = 0
+      for (const entry of batch) {
+        const outcomes = failure === undefined && 'outcomes' in result ? result.outcomes.slice(next, next + entry.queries.length) : undefined
+        next += entry.queries.length
+        if (outcomes === undefined) entry.reject(failure)
+        else settle(entry, outcomes)
+      }
     }
 
-    return async <Row>(query: CompiledQuery<Row>): Promise<Row[]> => await outages[kind].track(new Promise<Row[]>((resolve, reject) => {
-      pending.push({ query, resolve: resolve as (rows: unknown[]) => void, reject })
+    /** Runs the queries in one batch; resolves with the rows of each, in order. */
+    return async (queries: CompiledQuery[]): Promise<unknown[][]> => await outages[kind].track(new Promise<unknown[][]>((resolve, reject) => {
+      pending.push({ queries, resolve, reject })
       if (pending.length === 1 && !busy) setImmediate(flush)
     }))
   }
 
+  const reads = batched('read')
+  const writes = batched('write')
   return {
     db: compiler,
-    read: batched('read'),
-    write: batched('write'),
+    read: async <Row>(query: CompiledQuery<Row>) => (await reads([query]))[0] as Row[],
+    readTogether: async <A, B>(first: CompiledQuery<A>, second: CompiledQuery<B>) => await reads([first, second]) as [A[], B[]],
+    write: async <Row>(query: CompiledQuery<Row>) => (await writes([query]))[0] as Row[],
     check: async () => await outages.read.track(send('check', [], CHECK_TIMEOUT_MS).then((result) => {
       const failure = failureOf(result)
       if (failure !== undefined) throw failure

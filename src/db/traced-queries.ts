@@ -10,13 +10,13 @@ import type { QueryRunner } from './queries.js'
 const tracer = trace.getTracer('user-records-service/db')
 
 export function withQuerySpans (runner: QueryRunner, system: 'sqlite' | 'postgresql'): QueryRunner {
-  const traced = (operation: 'read' | 'write', run: QueryRunner['read']): QueryRunner['read'] =>
-    async <Row>(query: CompiledQuery<Row>) => await tracer.startActiveSpan(`db.${operation}`, {
+  const inSpan = async <T>(operation: 'read' | 'write', queries: CompiledQuery[], run: () => Promise<T>): Promise<T> =>
+    await tracer.startActiveSpan(`db.${operation}`, {
       kind: SpanKind.CLIENT,
-      attributes: { 'db.system.name': system, 'db.query.text': query.sql }
+      attributes: { 'db.system.name': system, 'db.query.text': queries.map((query) => query.sql).join(';\n') }
     }, async (span) => {
       try {
-        return await run(query)
+        return await run()
       } catch (error) {
         span.setStatus({ code: SpanStatusCode.ERROR, message: error instanceof Error ? error.message : String(error) })
         throw error
@@ -24,5 +24,10 @@ export function withQuerySpans (runner: QueryRunner, system: 'sqlite' | 'postgre
         span.end()
       }
     })
-  return { ...runner, read: traced('read', runner.read), write: traced('write', runner.write) }
+  return {
+    ...runner,
+    read: async (query) => await inSpan('read', [query], async () => await runner.read(query)),
+    readTogether: async (first, second) => await inSpan('read', [first, second], async () => await runner.readTogether(first, second)),
+    write: async (query) => await inSpan('write', [query], async () => await runner.write(query))
+  }
 }

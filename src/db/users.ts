@@ -48,7 +48,7 @@ export interface UserRepository {
 const withValues = <Row>(query: CompiledQuery<Row>, parameters: unknown[]): CompiledQuery<Row> =>
   CompiledQuery.raw(query.sql, parameters) as CompiledQuery<Row>
 
-export function createUserRepository ({ db, read, write }: QueryRunner): UserRepository {
+export function createUserRepository ({ db, read, readTogether, write }: QueryRunner): UserRepository {
   async function forgetIdempotencyKeys (keptSince: string): Promise<void> {
     await write(db.updateTable('users')
       .set({ idempotency_key: null, request_fingerprint: null })
@@ -117,11 +117,8 @@ export function createUserRepository ({ db, read, write }: QueryRunner): UserRep
 
     async list ({ limit, offset, after }) {
       const page = after === undefined ? withValues(pageAt, [limit, offset]) : withValues(pageAfter, [after, limit, offset])
-      // Both queries start in the same turn, so on SQLite they read the same snapshot.
-      const [users, [count]] = await Promise.all([
-        read(page),
-        read(userCount)
-      ])
+      // Together, so that on SQLite the page and the total come from one snapshot.
+      const [users, [count]] = await readTogether(page, userCount)
       // PostgreSQL returns a sum of integers as a bigint, in a string.
       return { users, total: Number(count!.total) }
     }
