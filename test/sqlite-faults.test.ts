@@ -35,6 +35,14 @@ function mountPoint (t: TestContext, mount: (folder: string) => void): string {
 const smallFilesystem = (t: TestContext, size: string) =>
   mountPoint(t, (folder) => run('mount', '-t', 'tmpfs', '-o', `size=${size}`, 'tmpfs', folder))
 
+/** An ext4 filesystem on a loop device, which `fsfreeze` can freeze (tmpfs cannot be). */
+function freezableFilesystem (t: TestContext): string {
+  const image = join(temporaryFolder(t), 'disk.img')
+  run('truncate', '-s', '32M', image)
+  run('mkfs.ext4', '-q', image)
+  return mountPoint(t, (folder) => run('mount', '-o', 'loop', image, folder))
+}
+
 /** Fills the filesystem holding `folder` until it has no byte left; returns the filler's path. */
 function fill (folder: string): string {
   const filler = join(folder, 'filler')
@@ -113,10 +121,7 @@ describe('SQLite under faults of the machine', { skip: needsRoot }, () => {
   })
 
   test('a frozen filesystem: /health stays prompt, /ready and concurrent writes answer 503 in bounded time, and all recovers on thaw', async (t) => {
-    const image = join(temporaryFolder(t), 'disk.img')
-    run('truncate', '-s', '32M', image)
-    run('mkfs.ext4', '-q', image)
-    const folder = mountPoint(t, (folder) => run('mount', '-o', 'loop', image, folder))
+    const folder = freezableFilesystem(t)
     const app = await testApp(t, { DATABASE_URL: `sqlite:${join(folder, 'app.db')}` })
     assert.equal((await postJson(app, '/users', user('Ada'))).statusCode, 201)
 
@@ -157,10 +162,7 @@ describe('SQLite under faults of the machine', { skip: needsRoot }, () => {
   })
 
   test('a filesystem frozen at start-up: start-up stops with one line naming the database, not Fastify\'s plugin timeout', async (t) => {
-    const image = join(temporaryFolder(t), 'disk.img')
-    run('truncate', '-s', '32M', image)
-    run('mkfs.ext4', '-q', image)
-    const folder = mountPoint(t, (folder) => run('mount', '-o', 'loop', image, folder))
+    const folder = freezableFilesystem(t)
     const filename = join(folder, 'app.db')
     const { db } = await createDatabase({ dialect: 'sqlite', filename })
     await migrateToLatest(db, 'sqlite')

@@ -31,8 +31,11 @@ export interface QueryRunner {
 }
 
 export async function openQueryRunner (config: DatabaseConfig, log: OutageLogger): Promise<QueryRunner> {
-  if (config.dialect === 'sqlite') return await openSqliteQueries(config.filename, log)
+  const runner = config.dialect === 'sqlite' ? await openSqliteQueries(config.filename) : await openPostgresQueries(config, log)
+  return withOutageLog(runner, log)
+}
 
+async function openPostgresQueries (config: DatabaseConfig, log: OutageLogger): Promise<QueryRunner> {
   const { db, poolStats } = await createDatabase(config, (error) => {
     log.warn({ err: error }, 'database connection lost; it will be reopened when needed')
   })
@@ -42,17 +45,31 @@ export async function openQueryRunner (config: DatabaseConfig, log: OutageLogger
     await db.destroy()
     throw error
   }
-  const trackedBy = (outages: ReturnType<typeof outageLog>) => async <Row>(query: CompiledQuery<Row>): Promise<Row[]> =>
-    await outages.track(fromDatabase(async () => (await db.executeQuery(query)).rows))
-  const read = trackedBy(outageLog(log, 'reads'))
+  const run = async <Row>(query: CompiledQuery<Row>): Promise<Row[]> => await fromDatabase(async () => (await db.executeQuery(query)).rows)
   return {
     db,
-    read,
+    read: run,
     // Each in its own statement, as every PostgreSQL query here runs: READ COMMITTED.
-    readTogether: async (first, second) => await Promise.all([read(first), read(second)]),
-    write: trackedBy(outageLog(log, 'writes')),
-    check: async () => { await read(db.selectNoFrom((eb) => eb.lit(1).as('one')).compile()) },
+    readTogether: async (first, second) => await Promise.all([run(first), run(second)]),
+    write: run,
+    check: async () => { await run(db.selectNoFrom((eb) => eb.lit(1).as('one')).compile()) },
     close: async () => await db.destroy(),
     poolStats
+  }
+}
+
+/**
+ * One log line as an outage starts and one as it ends, whichever database: for reads
+ * (readiness included) and for writes apart, since a database may refuse only writes.
+ */
+function withOutageLog (runner: QueryRunner, log: OutageLogger): QueryRunner {
+  const reads = outageLog(log, 'reads')
+  const writes = outageLog(log, 'writes')
+  return {
+    ...runner,
+    read: async (query) => await reads.track(runner.read(query)),
+    readTogether: async (first, second) => await reads.track(runner.readTogether(first, second)),
+    write: async (query) => await writes.track(runner.write(query)),
+    check: async () => { await reads.track(runner.check()) }
   }
 }

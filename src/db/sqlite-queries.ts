@@ -9,7 +9,7 @@
 import { once } from 'node:events'
 import { Worker } from 'node:worker_threads'
 import { CompiledQuery, DummyDriver, Kysely, SqliteAdapter, SqliteIntrospector, SqliteQueryCompiler } from 'kysely'
-import { classified, DatabaseUnavailableError, outageLog, type OutageLogger } from './errors.js'
+import { classified, DatabaseUnavailableError } from './errors.js'
 import type { QueryRunner } from './queries.js'
 import type { Database } from './schema.js'
 
@@ -60,7 +60,7 @@ const compiler = new Kysely<Database>({
   }
 })
 
-export async function openSqliteQueries (filename: string, log: OutageLogger): Promise<QueryRunner> {
+export async function openSqliteQueries (filename: string): Promise<QueryRunner> {
   const worker = new Worker(new URL('./sqlite-worker.js', import.meta.url), { workerData: { filename } })
   const [started] = await Promise.race([once(worker, 'message'), once(worker, 'error').then(([error]) => [{ type: 'failed', error }])])
   if (started.type !== 'ready') {
@@ -68,7 +68,6 @@ export async function openSqliteQueries (filename: string, log: OutageLogger): P
     throw toError(started.error)
   }
 
-  const outages = { read: outageLog(log, 'reads'), write: outageLog(log, 'writes') }
   const waiting = new Map<number, (result: BatchResult) => void>()
   let nextId = 0
   let stopped: Error | undefined
@@ -168,10 +167,10 @@ export async function openSqliteQueries (filename: string, log: OutageLogger): P
     }
 
     /** Runs the queries in one batch; resolves with the rows of each, in order. */
-    return async (queries: CompiledQuery[]): Promise<unknown[][]> => await outages[kind].track(new Promise<unknown[][]>((resolve, reject) => {
+    return async (queries: CompiledQuery[]): Promise<unknown[][]> => await new Promise((resolve, reject) => {
       pending.push({ queries, resolve, reject })
       if (pending.length === 1 && !busy) setImmediate(flush)
-    }))
+    })
   }
 
   const reads = batched('read')
@@ -181,10 +180,10 @@ export async function openSqliteQueries (filename: string, log: OutageLogger): P
     read: async <Row>(query: CompiledQuery<Row>) => (await reads([query]))[0] as Row[],
     readTogether: async <A, B>(first: CompiledQuery<A>, second: CompiledQuery<B>) => await reads([first, second]) as [A[], B[]],
     write: async <Row>(query: CompiledQuery<Row>) => (await writes([query]))[0] as Row[],
-    check: async () => await outages.read.track(send('check', [], CHECK_TIMEOUT_MS).then((result) => {
-      const failure = failureOf(result)
+    async check () {
+      const failure = failureOf(await send('check', [], CHECK_TIMEOUT_MS))
       if (failure !== undefined) throw failure
-    })),
+    },
     async close () {
       if (stopped !== undefined) return
       worker.removeAllListeners('exit')
