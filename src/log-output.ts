@@ -31,7 +31,7 @@ export function standardOutput (): LogOutput {
     fd: 1,
     maxLength: MAX_WAITING_BYTES,
     // A full pipe is tried again every 100 ms: for as long as it takes, except at exit.
-    retryEAGAIN: () => exitingSince === undefined || Date.now() - exitingSince < EXIT_FLUSH_MS
+    retryEAGAIN: () => exitingSince === undefined || performance.now() - exitingSince < EXIT_FLUSH_MS
   })
   // An output that fails (its reader gone, EPIPE; its disk full, ENOSPC) loses the lines
   // it cannot take; the service goes on, and writes again once it can.
@@ -39,7 +39,7 @@ export function standardOutput (): LogOutput {
   let dropped = 0
   stream.on('drop', () => { dropped++ })
   process.once('exit', () => {
-    exitingSince = Date.now()
+    exitingSince = performance.now()
     try {
       stream.flushSync()
     } catch {

@@ -6,14 +6,16 @@
 import assert from 'node:assert/strict'
 import { spawn } from 'node:child_process'
 import { once } from 'node:events'
+import { readdirSync, renameSync } from 'node:fs'
 import { join } from 'node:path'
 import { describe, test, type TestContext } from 'node:test'
 import { setTimeout as sleep } from 'node:timers/promises'
+import type { Worker } from 'node:worker_threads'
 import { CompiledQuery, sql } from 'kysely'
 import { createDatabase, type DatabaseHandle } from '../src/db/database.js'
 import { migrateToLatest } from '../src/db/migrate.js'
 import { openQueryRunner } from '../src/db/queries.js'
-import { captureLogs, postJson, temporaryFolder, testApp } from './helpers.js'
+import { captureLogs, getUntil, postJson, temporaryFolder, testApp } from './helpers.js'
 import { fromSource, startService } from './process.js'
 
 async function pragma (db: DatabaseHandle['db'], name: string): Promise<unknown> {
@@ -34,6 +36,15 @@ async function holdWriteLock (t: TestContext, filename: string): Promise<() => P
     holder.stdin.write('release\n')
     await once(holder, 'exit')
   }
+}
+
+/** SQLite's worker threads started while the test runs, in order. */
+function startedWorkers (t: TestContext): Worker[] {
+  const workers: Worker[] = []
+  const started = (worker: Worker) => { if (worker.threadName === 'sqlite') workers.push(worker) }
+  process.on('worker', started)
+  t.after(() => process.off('worker', started))
+  return workers
 }
 
 /** The slowest of repeated GET /health answers while `during` runs. */
@@ -89,6 +100,92 @@ describe('SQLite under the service', () => {
     for (const [first, second] of await Promise.all(pairs)) assert.equal(first[0]!.n, second[0]!.n)
     const [[row]] = await runner.readTogether(count, count)
     assert.equal(row?.n, 30, 'every write committed')
+  })
+
+  test('should the SQLite worker stop, what it held answers 503 at once, and the next request reopens the file with every user on it', async (t) => {
+    const workers = startedWorkers(t)
+    const filename = join(temporaryFolder(t), 'app.db')
+    const logs = captureLogs()
+    const app = await testApp(t, { DATABASE_URL: `sqlite:${filename}`, LOG_LEVEL: 'info' }, logs.stream)
+    assert.equal((await postJson(app, '/users', { name: 'Ada', email: 'ada@example.com' })).statusCode, 201)
+    assert.equal(workers.length, 1)
+
+    const started = performance.now()
+    const held = Promise.all(Array.from({ length: 20 }, async (_, i) => (i % 2 === 0
+      ? await app.inject('/users')
+      : await postJson(app, '/users', { name: `Held${i}`, email: `held${i}@example.com` })).statusCode))
+    await sleep(1)
+    await workers[0]!.terminate()
+    const statuses = await held
+    const waited = performance.now() - started
+    assert.ok(statuses.every((status) => [200, 201, 503].includes(status)), `answered ${statuses.join(' ')}`)
+    assert.ok(waited < 2000, `what the worker held was answered after ${waited.toFixed(0)} ms, not at its 5 s deadline`)
+
+    assert.equal((await app.inject('/ready')).statusCode, 200)
+    assert.equal(workers.length, 2, 'a new worker opened the file')
+    assert.deepEqual(logs.lines.filter((line) => /^the SQLite (worker|database)/.test(line.msg)).map((line) => line.msg),
+      ['the SQLite worker stopped; the database will be reopened when needed', 'the SQLite database is open again'])
+    assert.equal((await postJson(app, '/users', { name: 'Grace', email: 'grace@example.com' })).statusCode, 201)
+    const names = (await app.inject('/users?limit=1000')).json().map((user: { name: string }) => user.name)
+    assert.equal(names[0], 'Ada')
+    assert.equal(names.at(-1), 'Grace')
+    assert.equal(names.length, 2 + statuses.filter((status) => status === 201).length, 'every write answered 201 is there, and no other')
+    t.diagnostic(`held by the stopped worker: ${statuses.join(' ')}, answered within ${waited.toFixed(0)} ms`)
+  })
+
+  test('should the SQLite worker stop while its file is gone, no empty file is made in its place: requests answer 503 until the file is back', async (t) => {
+    const workers = startedWorkers(t)
+    const folder = temporaryFolder(t)
+    const backup = temporaryFolder(t)
+    const filename = join(folder, 'app.db')
+    const app = await testApp(t, { DATABASE_URL: `sqlite:${filename}` })
+    assert.equal((await postJson(app, '/users', { name: 'Ada', email: 'ada@example.com' })).statusCode, 201)
+    await workers[0]!.terminate()
+    for (const file of readdirSync(folder)) renameSync(join(folder, file), join(backup, file))
+
+    for (let i = 0; i < 3; i++) {
+      assert.equal((await app.inject('/users/1')).statusCode, 503)
+      assert.equal((await postJson(app, '/users', { name: 'Grace', email: 'grace@example.com' })).statusCode, 503)
+    }
+    assert.equal((await app.inject('/ready')).statusCode, 503)
+    assert.deepEqual(readdirSync(folder), [], 'nothing was created where the database was')
+
+    for (const file of readdirSync(backup)) renameSync(join(backup, file), join(folder, file))
+    const found = await getUntil(app, '/users/1', 200, 3000)
+    assert.equal(found.statusCode, 200, 'opened again once the file is back (tried at most once a second)')
+    assert.equal(found.json().name, 'Ada')
+  })
+
+  test('should the worker of an in-memory database stop, its requests answer 503 until a restart, since its data went with it', async (t) => {
+    const workers = startedWorkers(t)
+    const logs = captureLogs()
+    const app = await testApp(t, { DATABASE_URL: 'sqlite::memory:', LOG_LEVEL: 'info' }, logs.stream)
+    assert.equal((await postJson(app, '/users', { name: 'Ada', email: 'ada@example.com' })).statusCode, 201)
+    await workers[0]!.terminate()
+    assert.equal((await app.inject('/users/1')).statusCode, 503)
+    assert.equal((await app.inject('/ready')).statusCode, 503)
+    assert.equal(workers.length, 1, 'no empty database took its place')
+    assert.ok(logs.lines.some((line) => /^the SQLite worker stopped; an in-memory database cannot be reopened/.test(line.msg)))
+  })
+
+  test('the wall clock stepped while a write waits for another process\'s lock: the write answers 503 at its deadline, and is never stored after it', async (t) => {
+    const filename = join(temporaryFolder(t), 'app.db')
+    const app = await testApp(t, { DATABASE_URL: `sqlite:${filename}` })
+    assert.equal((await postJson(app, '/users', { name: 'Ada', email: 'ada@example.com' })).statusCode, 201)
+
+    const release = await holdWriteLock(t, filename)
+    const wallClock = Date.now
+    t.mock.method(Date, 'now', () => wallClock() + 3_600_000)
+    const started = performance.now()
+    const write = await postJson(app, '/users', { name: 'Grace', email: 'grace@example.com' })
+    const waited = performance.now() - started
+    t.mock.restoreAll()
+    assert.equal(write.statusCode, 503)
+    assert.ok(waited < 5500, `the write took ${waited.toFixed(0)} ms`)
+
+    await release()
+    const names = (await app.inject('/users')).json().map((user: { name: string }) => user.name)
+    assert.deepEqual(names, ['Ada'], 'the write answered 503 was not committed once the lock was released')
   })
 
   test('a file is opened in WAL mode with synchronous=FULL', async (t) => {

@@ -83,13 +83,13 @@ const BUSY_TIMEOUT_MS = 5000
  * opening finds it there.
  */
 async function switchToWal (database: SQLite.Database): Promise<void> {
-  const giveUpAt = Date.now() + BUSY_TIMEOUT_MS
+  const giveUpAt = performance.now() + BUSY_TIMEOUT_MS
   for (;;) {
     try {
       database.pragma('journal_mode = WAL')
       return
     } catch (error) {
-      if ((error as { code?: unknown }).code !== 'SQLITE_BUSY' || Date.now() > giveUpAt) throw error
+      if ((error as { code?: unknown }).code !== 'SQLITE_BUSY' || performance.now() > giveUpAt) throw error
       await sleep(10)
     }
   }
@@ -99,12 +99,13 @@ async function switchToWal (database: SQLite.Database): Promise<void> {
  * Opens a SQLite database with the settings every connection of the service uses: a busy
  * timeout, so that `npm run migrate` and other instances can share the file; WAL, so that
  * readers run beside the writer; and synchronous=FULL, so that a commit returns only once it
- * is on the disk (in WAL mode, before other connections can see it).
+ * is on the disk (in WAL mode, before other connections can see it). With `mustExist`, it
+ * opens only a file that is there, and never creates one.
  */
-export async function openSqliteFile (filename: string): Promise<SQLite.Database> {
+export async function openSqliteFile (filename: string, { mustExist = false } = {}): Promise<SQLite.Database> {
   const BetterSqlite3: typeof SQLite = require('better-sqlite3')
-  if (filename !== ':memory:') mkdirSync(dirname(filename), { recursive: true })
-  const database = new BetterSqlite3(filename)
+  if (filename !== ':memory:' && !mustExist) mkdirSync(dirname(filename), { recursive: true })
+  const database = new BetterSqlite3(filename, { fileMustExist: mustExist })
   database.pragma(`busy_timeout = ${BUSY_TIMEOUT_MS}`)
   if (filename !== ':memory:') await switchToWal(database)
   database.pragma('synchronous = FULL')

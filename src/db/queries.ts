@@ -31,7 +31,7 @@ export interface QueryRunner {
 }
 
 export async function openQueryRunner (config: DatabaseConfig, log: OutageLogger): Promise<QueryRunner> {
-  const runner = config.dialect === 'sqlite' ? await openSqliteQueries(config.filename) : await openPostgresQueries(config, log)
+  const runner = config.dialect === 'sqlite' ? await openSqliteQueries(config.filename, log) : await openPostgresQueries(config, log)
   return withOutageLog(runner, log)
 }
 

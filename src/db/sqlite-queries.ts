@@ -4,12 +4,13 @@
  * the worker together: the reads as one batch, run in one snapshot, and the writes as another,
  * committed together, so that one sync of the disk serves them all. Every batch has a
  * deadline: a caller waits at most that long and then hears that the database is unavailable,
- * and the worker starts nothing whose deadline has passed.
+ * and the worker starts nothing whose deadline has passed. Should the worker stop, the file
+ * is opened again on a new one when next needed.
  */
 import { once } from 'node:events'
 import { Worker } from 'node:worker_threads'
 import { CompiledQuery, DummyDriver, Kysely, SqliteAdapter, SqliteIntrospector, SqliteQueryCompiler } from 'kysely'
-import { classified, DatabaseUnavailableError } from './errors.js'
+import { classified, DatabaseUnavailableError, type OutageLogger } from './errors.js'
 import type { QueryRunner } from './queries.js'
 import type { Database } from './schema.js'
 
@@ -29,7 +30,7 @@ export interface Batch {
   id: number
   kind: 'read' | 'write' | 'check'
   queries: Array<{ sql: string, parameters: readonly unknown[] }>
-  /** When its callers stop waiting (milliseconds since the epoch). */
+  /** When its callers stop waiting, in `monotonicMs`. */
   deadline: number
 }
 export type WorkerMessage = Batch | { type: 'close' }
@@ -60,8 +61,26 @@ const compiler = new Kysely<Database>({
   }
 })
 
-export async function openSqliteQueries (filename: string): Promise<QueryRunner> {
-  const worker = new Worker(new URL('./sqlite-worker.js', import.meta.url), { workerData: { filename } })
+/** One worker thread, and the batches it has yet to answer. */
+interface WorkerThread {
+  /** Sends a batch; `answer` hears its result, or that the worker stopped. */
+  post: (batch: Batch, answer: (result: BatchResult) => void) => void
+  /** Stops waiting for a batch's answer. */
+  forget: (id: number) => void
+  close: () => Promise<void>
+}
+
+const describeStop = (error: Error): ErrorDescription =>
+  ({ code: 'SQLITE_CANTOPEN', message: `the SQLite worker stopped: ${error.message}` })
+
+/**
+ * Starts a worker on the file and waits until it has opened and migrated it. `reopening`
+ * asks it to open only a file that is there, so that a database deleted under the service is
+ * never replaced by an empty one of its own. `stopped` hears it, should the worker stop
+ * other than by `close`.
+ */
+async function startWorker (filename: string, reopening: boolean, stopped: (error: Error) => void): Promise<WorkerThread> {
+  const worker = new Worker(new URL('./sqlite-worker.js', import.meta.url), { name: 'sqlite', workerData: { filename, reopening } })
   const [started] = await Promise.race([once(worker, 'message'), once(worker, 'error').then(([error]) => [{ type: 'failed', error }])])
   if (started.type !== 'ready') {
     await worker.terminate()
@@ -69,42 +88,110 @@ export async function openSqliteQueries (filename: string): Promise<QueryRunner>
   }
 
   const waiting = new Map<number, (result: BatchResult) => void>()
-  let nextId = 0
-  let stopped: Error | undefined
-
+  let stop: Error | undefined
   worker.on('message', (result: BatchResult) => {
     const answer = waiting.get(result.id)
     waiting.delete(result.id)
     answer?.(result)
   })
-  // The worker never throws; should it die all the same, every caller hears it, now and later.
-  const workerStopped = (id: number, error: Error): BatchResult =>
-    ({ id, failed: { code: 'SQLITE_CANTOPEN', message: `the SQLite worker stopped: ${error.message}` } })
   const die = (error: Error) => {
-    stopped ??= error
-    for (const [id, answer] of waiting) answer(workerStopped(id, error))
+    if (stop !== undefined) return
+    stop = error
+    for (const [id, answer] of waiting) answer({ id, failed: describeStop(error) })
     waiting.clear()
+    stopped(error)
   }
   worker.on('error', die)
   worker.on('exit', (code) => die(new Error(`exit code ${code}`)))
 
-  function send (kind: Batch['kind'], queries: CompiledQuery[], timeoutMs: number): Promise<BatchResult> {
-    const id = nextId++
-    return new Promise((resolve) => {
-      if (stopped !== undefined) {
-        resolve(workerStopped(id, stopped))
+  return {
+    post (batch, answer) {
+      if (stop !== undefined) {
+        answer({ id: batch.id, failed: describeStop(stop) })
         return
       }
-      const timer = setTimeout(() => {
-        waiting.delete(id)
-        resolve({ id, expired: true })
-      }, timeoutMs)
-      waiting.set(id, (result) => {
+      waiting.set(batch.id, answer)
+      worker.postMessage(batch)
+    },
+    forget: (id) => { waiting.delete(id) },
+    async close () {
+      if (stop !== undefined) return
+      stop = new Error('closed')
+      worker.removeAllListeners('exit')
+      worker.postMessage({ type: 'close' } satisfies WorkerMessage)
+      const exited = once(worker, 'exit')
+      const timer = setTimeout(() => { worker.terminate().catch(() => {}) }, 2000)
+      await exited
+      clearTimeout(timer)
+    }
+  }
+}
+
+/** How often, at most, a stopped worker's file is tried again while it cannot be opened. */
+const REOPEN_INTERVAL_MS = 1000
+
+/** Milliseconds of a clock that never steps, the same in every thread: deadlines cross threads. */
+export const monotonicMs = (): number => Number(process.hrtime.bigint() / 1_000_000n)
+
+export async function openSqliteQueries (filename: string, log: OutageLogger): Promise<QueryRunner> {
+  /**
+   * Should the worker stop (out of heap, say), what it was asked answers 503 at once, and the
+   * next request opens the file again on a new worker, as a lost PostgreSQL connection is
+   * reopened when needed. An in-memory database went with its worker and stays unavailable.
+   */
+  const workerStopped = (error: Error) => {
+    worker = undefined
+    log.error({ err: error }, filename === ':memory:'
+      ? 'the SQLite worker stopped; an in-memory database cannot be reopened, so it stays unavailable until a restart'
+      : 'the SQLite worker stopped; the database will be reopened when needed')
+  }
+  let worker: Promise<WorkerThread> | undefined = startWorker(filename, false, workerStopped)
+  await worker
+  let closed = false
+  let lastFailure: { error: Error, at: number } | undefined
+
+  async function currentWorker (): Promise<WorkerThread> {
+    if (worker !== undefined) return await worker
+    if (closed) throw new Error('the database is closed')
+    if (filename === ':memory:') throw new Error('the SQLite worker stopped, and an in-memory database cannot be reopened')
+    if (lastFailure !== undefined && monotonicMs() - lastFailure.at < REOPEN_INTERVAL_MS) throw lastFailure.error
+    const opening = startWorker(filename, true, workerStopped)
+    worker = opening
+    try {
+      const opened = await opening
+      log.info({}, 'the SQLite database is open again')
+      lastFailure = undefined
+      return opened
+    } catch (error) {
+      if (worker === opening) worker = undefined
+      const failure = Object.assign(new Error(`the SQLite worker stopped, and the database could not be opened again: ${(error as Error).message}`), { code: 'SQLITE_CANTOPEN' })
+      if (lastFailure === undefined) log.error({ err: error }, 'the SQLite database could not be opened again; it will be tried again when needed, at most once a second')
+      lastFailure = { error: failure, at: monotonicMs() }
+      throw failure
+    }
+  }
+
+  let nextId = 0
+  function send (kind: Batch['kind'], queries: CompiledQuery[], timeoutMs: number): Promise<BatchResult> {
+    const id = nextId++
+    const batch: Batch = { type: 'batch', id, kind, queries: queries.map(({ sql, parameters }) => ({ sql, parameters })), deadline: monotonicMs() + timeoutMs }
+    return new Promise((resolve) => {
+      let thread: WorkerThread | undefined
+      let answered = false
+      const answer = (result: BatchResult) => {
+        answered = true
         clearTimeout(timer)
         resolve(result)
-      })
-      const message: Batch = { type: 'batch', id, kind, queries: queries.map(({ sql, parameters }) => ({ sql, parameters })), deadline: Date.now() + timeoutMs }
-      worker.postMessage(message)
+      }
+      const timer = setTimeout(() => {
+        thread?.forget(id)
+        answer({ id, expired: true })
+      }, timeoutMs)
+      currentWorker().then((current) => {
+        if (answered) return
+        thread = current
+        current.post(batch, answer)
+      }, (error: Error) => answer({ id, failed: { code: 'SQLITE_CANTOPEN', message: error.message } }))
     })
   }
 
@@ -185,13 +272,10 @@ export async function openSqliteQueries (filename: string): Promise<QueryRunner>
       if (failure !== undefined) throw failure
     },
     async close () {
-      if (stopped !== undefined) return
-      worker.removeAllListeners('exit')
-      worker.postMessage({ type: 'close' } satisfies WorkerMessage)
-      const exited = once(worker, 'exit')
-      const timer = setTimeout(() => { worker.terminate().catch(() => {}) }, 2000)
-      await exited
-      clearTimeout(timer)
+      closed = true
+      const current = worker
+      worker = undefined
+      await (await current?.catch(() => undefined))?.close()
     }
   }
 }

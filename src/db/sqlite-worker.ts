@@ -10,10 +10,10 @@ import { parentPort, workerData } from 'node:worker_threads'
 import type SQLite from 'better-sqlite3'
 import { openSqliteFile, sqliteKysely } from './database.js'
 import { migrateToLatest } from './migrate.js'
-import type { Batch, BatchResult, ErrorDescription, Outcome, WorkerMessage } from './sqlite-queries.js'
+import { monotonicMs, type Batch, type BatchResult, type ErrorDescription, type Outcome, type WorkerMessage } from './sqlite-queries.js'
 
 const port = parentPort!
-const { filename } = workerData as { filename: string }
+const { filename, reopening } = workerData as { filename: string, reopening: boolean }
 
 /** The files this connection has open, to notice them deleted or replaced under it. */
 interface FileIdentity { dev: number, ino: number }
@@ -49,7 +49,7 @@ function main (database: SQLite.Database, opened: Array<[string, FileIdentity]>)
     statement.run(...parameters)
     return []
   }
-  const timeLeft = (batch: Batch) => batch.deadline - Date.now()
+  const timeLeft = (batch: Batch) => batch.deadline - monotonicMs()
 
   /** Reads share one snapshot; each fails alone. */
   function read (batch: Batch): Outcome[] {
@@ -133,7 +133,7 @@ function main (database: SQLite.Database, opened: Array<[string, FileIdentity]>)
 }
 
 try {
-  const database = await openSqliteFile(filename)
+  const database = await openSqliteFile(filename, { mustExist: reopening })
   await migrateToLatest(sqliteKysely(database), 'sqlite')
   const opened: Array<[string, FileIdentity]> = []
   if (filename !== ':memory:') {
