@@ -8,7 +8,7 @@ import { createRequire } from 'node:module'
 import type { Socket } from 'node:net'
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
 import { Type, type Static } from 'typebox'
-import { DatabaseUnavailableError } from './db/errors.js'
+import { DatabaseUnavailableError, UserIdsExhaustedError } from './db/errors.js'
 import { refTo, type HeaderSchema } from './route-schemas.js'
 
 const JSON_TYPE = 'application/json; charset=utf-8'
@@ -88,8 +88,8 @@ interface ErrorAnswer {
   message: string
   headers?: Record<string, string>
   details?: ValidationDetail[]
-  /** Whether the error is ours to look into, and so logged with its stack. */
-  unexpected?: true
+  /** For an error that is ours to look into: the message it is logged with, with its stack. */
+  logAs?: string
 }
 
 function answerFor (error: FastifyError): ErrorAnswer {
@@ -100,16 +100,19 @@ function answerFor (error: FastifyError): ErrorAnswer {
   if (error instanceof DatabaseUnavailableError) {
     return { statusCode: 503, message: 'Database unavailable', headers: { 'retry-after': '1' } }
   }
+  if (error instanceof UserIdsExhaustedError) {
+    return { statusCode: 507, message: 'Every user id is taken', logAs: 'no user ids left: no more users can be stored' }
+  }
   const statusCode = error.statusCode ?? 500
   if (statusCode >= 400 && statusCode < 500) {
     return { statusCode, message: FASTIFY_MESSAGES[error.code] ?? error.message }
   }
-  return { statusCode: 500, message: 'Internal Server Error', unexpected: true }
+  return { statusCode: 500, message: 'Internal Server Error', logAs: 'unhandled error' }
 }
 
 function replyWithError (error: FastifyError, request: FastifyRequest, reply: FastifyReply): FastifyReply {
-  const { statusCode, message, headers, details, unexpected } = answerFor(error)
-  if (unexpected) request.log.error({ err: error }, 'unhandled error')
+  const { statusCode, message, headers, details, logAs } = answerFor(error)
+  if (logAs !== undefined) request.log.error({ err: error }, logAs)
   if (headers !== undefined) reply.headers(headers)
   return reply.code(statusCode).type(JSON_TYPE).send(details === undefined ? { error: message } : { error: message, details })
 }

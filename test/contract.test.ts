@@ -11,7 +11,7 @@ import type { FastifyInstance, InjectOptions, LightMyRequestResponse } from 'fas
 import { createSigner } from 'fast-jwt'
 import addFormats from 'ajv-formats'
 import { OpenAPIBackend, type Document } from 'openapi-backend'
-import { DatabaseUnavailableError } from '../src/db/errors.js'
+import { DatabaseUnavailableError, UserIdsExhaustedError } from '../src/db/errors.js'
 import { getUntil, testApp } from './helpers.js'
 
 const secret = 'a-test-secret-that-is-long-enough-for-hs256'
@@ -42,10 +42,11 @@ function addFaults (app: FastifyInstance): void {
   app.addHook('preHandler', async (request) => {
     const fault = request.headers['x-test-fault']
     if (fault === 'database') throw new DatabaseUnavailableError(new Error('injected by the test'))
+    if (fault === 'ids') throw new UserIdsExhaustedError(new Error('injected by the test'))
     if (fault === 'bug') throw new Error('injected by the test')
   })
 }
-const fault = (kind: 'database' | 'bug', request: InjectOptions): InjectOptions => ({ ...request, headers: { ...request.headers, 'x-test-fault': kind } })
+const fault = (kind: 'database' | 'ids' | 'bug', request: InjectOptions): InjectOptions => ({ ...request, headers: { ...request.headers, 'x-test-fault': kind } })
 
 const valid: Record<string, InjectOptions> = {
   hello: { url: '/' },
@@ -86,6 +87,7 @@ const cases: Case[] = [
   { operationId: 'validateUser', status: 401, request: { ...valid.validateUser, headers: json } },
   { operationId: 'validateUser', status: 413, request: { ...valid.validateUser, payload: JSON.stringify({ ...ada, name: 'x'.repeat(2000) }) } },
   { operationId: 'validateUser', status: 415, request: { ...valid.validateUser, headers: { authorization, 'content-type': 'text/plain' } } },
+  { operationId: 'createUser', status: 507, request: fault('ids', valid.createUser!) },
   ...['listUsers', 'createUser', 'getUser', 'ready'].map((operationId): Case => ({ operationId, status: 503, request: fault('database', valid[operationId]!) })),
   ...['hello', 'customHello', 'validateUser'].map((operationId): Case => ({ operationId, status: 503, app: 'overloaded', request: valid[operationId]! }))
 ]

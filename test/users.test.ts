@@ -6,7 +6,7 @@ import { sql } from 'kysely'
 import { Migrator } from 'kysely/migration'
 import { createDatabase } from '../src/db/database.js'
 import { migrations } from '../src/db/migrate.js'
-import { captureLogs, postJson, temporaryFolder, testApp, testAppOn, testDatabases } from './helpers.js'
+import { captureLogs, postJson, temporaryFolder, testApp, testAppOn, testConfig, testDatabases } from './helpers.js'
 import { behindPgBouncer } from './pgbouncer.js'
 
 const ada = { name: 'Ada', email: 'ada@example.com' }
@@ -72,6 +72,32 @@ for (const database of [...testDatabases, behindPgBouncer]) {
         locations.push((await postJson(app, '/users', { name, email: `${name.toLowerCase()}@example.com` })).headers.location)
       }
       assert.deepEqual(locations, ['/users/1', '/users/2', '/users/3'])
+    })
+
+    test('once every id up to 2,147,483,647 is taken, POST /users answers 507 and stores nothing, on either database; reads go on', async (t) => {
+      const url = await database.url(t)
+      const logs = captureLogs()
+      const app = await testApp(t, { DATABASE_URL: url, LOG_LEVEL: 'error' }, logs.stream)
+      assert.equal((await postJson(app, '/users', ada)).statusCode, 201)
+      const config = testConfig({ DATABASE_URL: url }).database
+      const { db } = await createDatabase(config)
+      await (config.dialect === 'sqlite'
+        ? sql`update sqlite_sequence set seq = 2147483646 where name = 'users'`
+        : sql`select setval(pg_get_serial_sequence('users', 'id'), 2147483646)`).execute(db)
+      await db.destroy()
+
+      const last = await postJson(app, '/users', { name: 'Grace', email: 'grace@example.com' })
+      assert.equal(last.headers.location, '/users/2147483647')
+      for (const headers of [{}, { 'idempotency-key': 'one-more' }]) {
+        const refused = await app.inject({ method: 'POST', url: '/users', payload: { name: 'Edsger', email: 'edsger@example.com' }, headers })
+        assert.equal(refused.statusCode, 507)
+        assert.deepEqual(refused.json(), { error: 'Every user id is taken' })
+      }
+      const list = await app.inject('/users')
+      assert.deepEqual(list.json().map((user: { id: number }) => user.id), [1, 2147483647])
+      assert.equal(list.headers['x-total-count'], '2')
+      assert.equal((await app.inject('/users/2147483647')).json().name, 'Grace')
+      assert.ok(logs.lines.some((line) => line.msg === 'no user ids left: no more users can be stored'))
     })
 
     test('concurrent POST /users each get their own id and all appear', async (t) => {

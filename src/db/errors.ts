@@ -46,11 +46,28 @@ function isUnavailable (error: Error): boolean {
   return UNREACHABLE_MESSAGES.test(error.message)
 }
 
-/** The error as callers see it: a `DatabaseUnavailableError`, or the error itself. */
+/**
+ * Every id a user can have is taken: PostgreSQL's identity sequence has reached its end
+ * (2200H), or SQLite's bound refused the insert (migration 2026-11-25-bound-user-ids).
+ */
+export class UserIdsExhaustedError extends Error {
+  override name = 'UserIdsExhaustedError'
+  constructor (cause: Error) {
+    super(`no user ids left: ${cause.message}`, { cause })
+  }
+}
+
+function isIdsExhausted (error: Error): boolean {
+  const code = (error as { code?: unknown }).code
+  return code === '2200H' || (code === 'SQLITE_CONSTRAINT_TRIGGER' && error.message === 'user ids exhausted')
+}
+
+/** The error as callers see it: a `DatabaseUnavailableError`, a `UserIdsExhaustedError`, or the error itself. */
 export function classified (error: unknown): unknown {
-  return error instanceof Error && !(error instanceof DatabaseUnavailableError) && isUnavailable(error)
-    ? new DatabaseUnavailableError(error)
-    : error
+  if (!(error instanceof Error) || error instanceof DatabaseUnavailableError || error instanceof UserIdsExhaustedError) return error
+  if (isUnavailable(error)) return new DatabaseUnavailableError(error)
+  if (isIdsExhausted(error)) return new UserIdsExhaustedError(error)
+  return error
 }
 
 /**

@@ -10,13 +10,15 @@ import type { Dialect } from './database.js'
 import { createUsers } from './migrations/2026-11-22-create-users.js'
 import { countUsers } from './migrations/2026-11-24-count-users.js'
 import { idempotencyKeys } from './migrations/2026-11-24-idempotency-keys.js'
+import { boundUserIds } from './migrations/2026-11-25-bound-user-ids.js'
 
 /** Every migration, by name, in the order they run. */
 export function migrations (dialect: Dialect): Record<string, Migration> {
   return {
     '2026-11-22-create-users': createUsers(dialect),
     '2026-11-24-count-users': countUsers(dialect),
-    '2026-11-24-idempotency-keys': idempotencyKeys()
+    '2026-11-24-idempotency-keys': idempotencyKeys(),
+    '2026-11-25-bound-user-ids': boundUserIds(dialect)
   }
 }
 

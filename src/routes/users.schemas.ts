@@ -165,7 +165,8 @@ export const CreateUserSchema = {
     422: errorResponse('This `Idempotency-Key` was used with a different body.'),
     413: tooLarge,
     415: unsupported,
-    503: databaseUnavailable
+    503: databaseUnavailable,
+    507: errorResponse('Every user id, 1 to 2,147,483,647, is taken: no more users can be stored.')
   }
 }
 
