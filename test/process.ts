@@ -89,9 +89,9 @@ export async function runScript (script: string, env: Record<string, string>, ar
   return await runNode([...fromSource(script), ...args], env)
 }
 
-/** Runs Node with these arguments to completion and collects what it printed. */
-export async function runNode (nodeArgs: string[], env: Record<string, string>): Promise<Exit & { stdout: string, stderr: string }> {
-  const child = spawnNode(nodeArgs, env, repositoryRoot)
+/** Runs Node with these arguments (or `command`, which runs it) to completion and collects what it printed. */
+export async function runNode (nodeArgs: string[], env: Record<string, string>, command?: string): Promise<Exit & { stdout: string, stderr: string }> {
+  const child = spawnNode(nodeArgs, env, repositoryRoot, command)
   let stdout = ''
   let stderr = ''
   child.stdout?.on('data', (chunk) => { stdout += String(chunk) })

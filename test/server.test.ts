@@ -1,5 +1,5 @@
 import assert from 'node:assert/strict'
-import { existsSync, rmSync, writeFileSync } from 'node:fs'
+import { existsSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { once } from 'node:events'
 import http from 'node:http'
 import { createServer, type AddressInfo } from 'node:net'
@@ -10,7 +10,7 @@ import { bundle } from '../scripts/build.js'
 import { migrations } from '../src/db/migrate.js'
 import { postgresQuery, postJsonOver, rawRequest, temporaryFolder, testDatabases } from './helpers.js'
 import { behindPgBouncer } from './pgbouncer.js'
-import { repositoryRoot, runNode, runScript, signalGroup, startService } from './process.js'
+import { fromSource, installed, repositoryRoot, runNode, runScript, signalGroup, startService } from './process.js'
 
 /**
  * The single file `npm start` runs, bundled afresh from the sources, once for this file's
@@ -97,6 +97,25 @@ test('a port in use, or a HOST that is not this machine\'s, stops start-up with 
     assert.equal(result.code, 1, JSON.stringify(env))
     assert.equal(result.stderr, `Start-up failed: ${message}\n`)
   }))
+})
+
+// Linux's; elsewhere (macOS) any process may listen on any port.
+const UNPRIVILEGED_PORT_START = '/proc/sys/net/ipv4/ip_unprivileged_port_start'
+const lowestUnprivilegedPort = existsSync(UNPRIVILEGED_PORT_START) ? Number(readFileSync(UNPRIVILEGED_PORT_START, 'utf8')) : 0
+const asRoot = process.getuid?.() === 0
+const cannotTryPort80 = lowestUnprivilegedPort <= 80
+  ? 'this machine lets any process listen on port 80'
+  : asRoot && !installed('setpriv') ? 'needs setpriv (util-linux) to run without the privilege as root' : false
+
+test('a port below 1024 without the privilege it needs stops start-up with one line saying so', { skip: cannotTryPort80 }, async () => {
+  const env = { DATABASE_URL: 'sqlite::memory:', LOG_LEVEL: 'error', PORT: '80' }
+  const service = fromSource('server.ts')
+  // Root may listen on any port: drop that one privilege for the service (and what it runs).
+  const result = asRoot
+    ? await runNode(['--bounding-set', '-net_bind_service', process.execPath, ...service], env, 'setpriv')
+    : await runNode(service, env)
+  assert.equal(result.code, 1)
+  assert.equal(result.stderr, 'Start-up failed: cannot listen on 127.0.0.1 port 80: not permitted (ports below 1024 need privileges: set PORT to 1024 or above)\n')
 })
 
 test('a reader of the log that stops reading costs log lines, never the service: it answers, drops past a bound and says how many, and exits on SIGTERM', async (t) => {
