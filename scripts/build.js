@@ -23,7 +23,7 @@ const EXTERNAL = ['better-sqlite3', 'pg', 'pg-native', 'pino-pretty']
 
 /** What `npm start`, `npm run migrate` and `npm run token` run, from the repository's root. */
 export const SERVER_BUNDLE = 'dist/server.js'
-const ENTRY_POINTS = ['src/server.ts', 'src/cli/migrate.ts', 'src/cli/token.ts']
+const ENTRY_POINTS = ['src/server.ts', 'src/cli/migrate.ts', 'src/cli/token.ts', 'src/cli/backup.ts']
 
 /**
  * Swagger UI serves the files of its own folder, which it finds by `__dirname`; inside the

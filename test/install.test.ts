@@ -50,18 +50,21 @@ describe('a production install: npm ci --omit=dev && npm start', () => {
       assert.ok(!existsSync(join(folder, 'node_modules', devDependency)), `${devDependency} is not installed`)
     }
     assert.doesNotMatch(installLog, /node-gyp/, 'better-sqlite3 comes prebuilt: no native compile')
-    for (const built of ['dist/server.js', 'dist/cli/migrate.js', 'dist/cli/token.js']) {
+    for (const built of ['dist/server.js', 'dist/cli/migrate.js', 'dist/cli/token.js', 'dist/cli/backup.js']) {
       assert.ok(existsSync(join(folder, built)), `${built} is built at install time`)
     }
   })
 
-  test('npm start serves the API and the docs, and stops on SIGTERM', async (t) => {
+  test('npm start serves the API and the docs, npm run backup copies its database, and it stops on SIGTERM', async (t) => {
     const service = await startService(t, { ...env, DATABASE_URL: `sqlite:${join(folder, 'data', 'app.db')}` }, folder, ['start'], 'npm')
     const created = await postJsonOver(service.port, '/users', { name: 'Ada', email: 'ada@example.com' })
     assert.equal(created.statusCode, 201)
     const found = await rawRequest(service.port, { path: created.headers.location as string })
     assert.deepEqual(JSON.parse(found.body), { id: '1', name: 'Ada' })
     assert.equal((await rawRequest(service.port, { path: '/documentation/static/swagger-ui.css' })).statusCode, 200, 'Swagger UI finds its files')
+    const backedUp = await promisify(execFile)('npm', ['run', '-s', 'backup', '--', join('data', 'backup.db')],
+      { cwd: folder, env: { ...installEnv, DATABASE_URL: `sqlite:${join(folder, 'data', 'app.db')}` } })
+    assert.match(backedUp.stdout, /^Backed up .*app\.db to data\/backup\.db\.\n$/, 'npm run backup works from the installed package')
     // As a terminal or a process manager would, to npm and the service it started alike.
     signalGroup(service.child, 'SIGTERM')
     await once(service.child.stdout!, 'close')
@@ -71,7 +74,7 @@ describe('a production install: npm ci --omit=dev && npm start', () => {
   test('on a Node older than 22.13 the service stops at once with one line naming the Node it needs', {
     skip: unsupportedNode === undefined ? 'TEST_UNSUPPORTED_NODE (the path of, say, a Node 20 binary) is not set' : false
   }, async () => {
-    for (const entry of ['dist/server.js', 'dist/cli/migrate.js', 'dist/cli/token.js']) {
+    for (const entry of ['dist/server.js', 'dist/cli/migrate.js', 'dist/cli/token.js', 'dist/cli/backup.js']) {
       const result = await promisify(execFile)(unsupportedNode as string, [entry], { cwd: folder, env: { DATABASE_URL: 'sqlite::memory:' } })
         .then(() => assert.fail(`${entry} ran on an unsupported Node`), (error: { code: number, stdout: string, stderr: string }) => error)
       assert.equal(result.code, 1)
