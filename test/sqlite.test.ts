@@ -138,7 +138,8 @@ describe('SQLite under the service', () => {
     const folder = temporaryFolder(t)
     const backup = temporaryFolder(t)
     const filename = join(folder, 'app.db')
-    const app = await testApp(t, { DATABASE_URL: `sqlite:${filename}` })
+    const logs = captureLogs()
+    const app = await testApp(t, { DATABASE_URL: `sqlite:${filename}`, LOG_LEVEL: 'info' }, logs.stream)
     assert.equal((await postJson(app, '/users', { name: 'Ada', email: 'ada@example.com' })).statusCode, 201)
     await workers[0]!.terminate()
     for (const file of readdirSync(folder)) renameSync(join(folder, file), join(backup, file))
@@ -154,6 +155,11 @@ describe('SQLite under the service', () => {
     const found = await getUntil(app, '/users/1', 200, 3000)
     assert.equal(found.statusCode, 200, 'opened again once the file is back (tried at most once a second)')
     assert.equal(found.json().name, 'Ada')
+    assert.deepEqual(logs.lines.filter((line) => line.msg.startsWith('the SQLite') || line.msg.startsWith(filename)).map((line) => line.msg), [
+      'the SQLite worker stopped; the database will be reopened when needed',
+      `${filename} could not be opened again; it will be tried again when needed, at most once a second`,
+      'the SQLite database is open again'
+    ], 'one line however many requests found it gone')
   })
 
   test('should the worker of an in-memory database stop, its requests answer 503 until a restart, since its data went with it', async (t) => {

@@ -81,7 +81,11 @@ const describeStop = (error: Error): ErrorDescription =>
  */
 async function startWorker (filename: string, reopening: boolean, stopped: (error: Error) => void): Promise<WorkerThread> {
   const worker = new Worker(new URL('./sqlite-worker.js', import.meta.url), { name: 'sqlite', workerData: { filename, reopening } })
-  const [started] = await Promise.race([once(worker, 'message'), once(worker, 'error').then(([error]) => [{ type: 'failed', error }])])
+  const [started] = await Promise.race([
+    once(worker, 'message'),
+    once(worker, 'error').then(([error]) => [{ type: 'failed', error }]),
+    once(worker, 'exit').then(([code]) => [{ type: 'failed', error: { message: `the SQLite worker stopped: exit code ${code}` } }])
+  ])
   if (started.type !== 'ready') {
     await worker.terminate()
     throw toError(started.error)
@@ -164,8 +168,8 @@ export async function openSqliteQueries (filename: string, log: OutageLogger): P
       return opened
     } catch (error) {
       if (worker === opening) worker = undefined
-      const failure = Object.assign(new Error(`the SQLite worker stopped, and the database could not be opened again: ${(error as Error).message}`), { code: 'SQLITE_CANTOPEN' })
-      if (lastFailure === undefined) log.error({ err: error }, 'the SQLite database could not be opened again; it will be tried again when needed, at most once a second')
+      const failure = Object.assign(new Error(`the SQLite worker stopped, and ${filename} could not be opened again: ${(error as Error).message}`), { code: 'SQLITE_CANTOPEN' })
+      if (lastFailure === undefined) log.error({ err: error }, `${filename} could not be opened again; it will be tried again when needed, at most once a second`)
       lastFailure = { error: failure, at: monotonicMs() }
       throw failure
     }
