@@ -34,6 +34,8 @@ export interface BuildOptions {
   logStream?: DestinationStream
   /** Traces of requests and queries (`src/tracing.ts`), when the environment asks for them. */
   tracing?: Pick<Tracing, 'plugin'>
+  /** How many log lines `logStream` has dropped, for the metrics. */
+  droppedLogLines?: () => number
 }
 
 /** The ids of the trace a log line is written in, so that logs and traces can be joined. */
@@ -106,7 +108,7 @@ export async function buildApp (config: Config, options: BuildOptions = {}): Pro
   await app.register(cors, { origin: config.corsOrigin })
   await app.register(docs, { auth: config.auth })
   await app.register(storage, { database: config.database, traced: options.tracing !== undefined })
-  if (config.metrics) await app.register(metricsCollection)
+  if (config.metrics) await app.register(metricsCollection, { droppedLogLines: options.droppedLogLines })
   await app.register(auth, { jwt: config.jwt })
 
   // The API: shed under overload, rate-limited and token-protected as configured, in that

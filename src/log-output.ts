@@ -23,6 +23,8 @@ export interface LogOutput {
   stream: DestinationStream
   /** Has `log` say, once the output takes lines again, how many were dropped. */
   reportDropsTo: (log: FastifyBaseLogger) => void
+  /** Lines dropped since the process started: a metric, which says so even while no line can. */
+  droppedLines: () => number
 }
 
 export function standardOutput (): LogOutput {
@@ -37,7 +39,11 @@ export function standardOutput (): LogOutput {
   // it cannot take; the service goes on, and writes again once it can.
   stream.on('error', () => {})
   let dropped = 0
-  stream.on('drop', () => { dropped++ })
+  let droppedInAll = 0
+  stream.on('drop', () => {
+    dropped++
+    droppedInAll++
+  })
   process.once('exit', () => {
     exitingSince = performance.now()
     try {
@@ -49,6 +55,7 @@ export function standardOutput (): LogOutput {
 
   return {
     stream,
+    droppedLines: () => droppedInAll,
     reportDropsTo (log) {
       stream.on('write', () => {
         if (dropped === 0) return

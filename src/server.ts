@@ -10,11 +10,10 @@ import { createRequire } from 'node:module'
 import { setTimeout as sleep } from 'node:timers/promises'
 import closeWithGrace from 'close-with-grace'
 import type { DestinationStream } from 'pino'
-import { buildApp } from './app.js'
+import { buildApp, type BuildOptions } from './app.js'
 import { ConfigError, loadConfig, readEnvironment, SHUTDOWN_GRACE_MS, type Config } from './config.js'
 import { standardOutput } from './log-output.js'
 import { DatabaseStartupError } from './plugins/storage.js'
-import type { Tracing } from './tracing.js'
 
 function configOrExit (): Config {
   try {
@@ -43,9 +42,9 @@ function prettyLogStream (): DestinationStream | undefined {
   return pretty.build({ translateTime: 'HH:MM:ss.l', ignore: 'pid,hostname' })
 }
 
-async function appOrExit (config: Config, logStream: DestinationStream | undefined, tracing: Tracing | undefined) {
+async function appOrExit (config: Config, options: BuildOptions) {
   try {
-    return await buildApp(config, { logStream, tracing })
+    return await buildApp(config, options)
   } catch (error) {
     if (!(error instanceof DatabaseStartupError)) throw error
     process.stderr.write(`Start-up failed: ${error.message.replace(/\s+/g, ' ')}\n`)
@@ -59,7 +58,7 @@ const config = configOrExit()
 const tracing = config.tracing === undefined ? undefined : (await import('./tracing.js')).startTracing(config.tracing.serviceName)
 const pretty = prettyLogStream()
 const output = pretty === undefined ? standardOutput() : undefined
-const app = await appOrExit(config, output?.stream ?? pretty, tracing)
+const app = await appOrExit(config, { logStream: output?.stream ?? pretty, tracing, droppedLogLines: output?.droppedLines })
 output?.reportDropsTo(app.log)
 
 closeWithGrace({ delay: config.shutdownDrainMs + SHUTDOWN_GRACE_MS, logger: app.log }, async ({ signal, err }) => {

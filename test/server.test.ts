@@ -118,7 +118,7 @@ test('a port below 1024 without the privilege it needs stops start-up with one l
   assert.equal(result.stderr, 'Start-up failed: cannot listen on 127.0.0.1 port 80: not permitted (ports below 1024 need privileges: set PORT to 1024 or above)\n')
 })
 
-test('a reader of the log that stops reading costs log lines, never the service: it answers, drops past a bound and says how many, and exits on SIGTERM', async (t) => {
+test('a reader of the log that stops reading costs log lines, never the service: it answers, drops past a bound, says how many (a log line, a metric), and exits on SIGTERM', async (t) => {
   const service = await startService(t, { DATABASE_URL: 'sqlite::memory:', LOG_LEVEL: 'info' })
   // An access-log line of about 8 kB each: the output's pipe and the lines held in memory
   // (4 MiB) are full after about 520 of them.
@@ -152,10 +152,13 @@ test('a reader of the log that stops reading costs log lines, never the service:
   assert.ok(report !== undefined, 'the drop is reported once the log is read again')
   assert.ok(report.droppedLines > 0)
   assert.equal(accessLines() + report.droppedLines, 1000, 'each request either logged or counted as dropped')
+  const droppedMetric = async () => Number((await (await fetch(`http://127.0.0.1:${service.port}/metrics`)).text()).match(/^log_lines_dropped_total (\d+)$/m)?.[1])
+  assert.equal(await droppedMetric(), report.droppedLines, 'the metric counts the same drops')
 
   // Shutting down while nothing reads the log: the lines still waiting are given up.
   service.child.stdout!.pause()
   await getMany(1000)
+  assert.ok(await droppedMetric() > report.droppedLines, 'the metric says so while no log line can')
   signalGroup(service.child, 'SIGTERM')
   const exit = await Promise.race([service.exited, sleep(15_000, 'still running')])
   assert.deepEqual(exit, { code: 0, signal: null })

@@ -1,7 +1,7 @@
 /**
  * Prometheus metrics: requests by method, route pattern and status, a latency histogram by
- * method and route pattern, the client library's process and event-loop metrics, and the
- * PostgreSQL pool's connections. Labels use the route pattern (`/users/:id`), never the raw
+ * method and route pattern, the client library's process and event-loop metrics, the
+ * PostgreSQL pool's connections, and the log lines standard output did not take. Labels use the route pattern (`/users/:id`), never the raw
  * URL, so ids cannot multiply the series.
  */
 import type { FastifyInstance } from 'fastify'
@@ -17,7 +17,7 @@ declare module 'fastify' {
 /** Seconds; finer at the low end than the library's defaults, where this service answers. */
 const LATENCY_BUCKETS = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5]
 
-async function metrics (app: FastifyInstance): Promise<void> {
+async function metrics (app: FastifyInstance, { droppedLogLines }: { droppedLogLines?: (() => number) | undefined }): Promise<void> {
   const registry = new Registry()
   collectDefaultMetrics({ register: registry })
 
@@ -45,6 +45,18 @@ async function metrics (app: FastifyInstance): Promise<void> {
         collect () { this.set(poolStats()[state]) }
       }))
     }
+  }
+
+  if (droppedLogLines !== undefined) {
+    registry.registerMetric(new Counter({
+      name: 'log_lines_dropped_total',
+      help: 'Log lines dropped because standard output did not take them (a stalled reader, a full disk).',
+      registers: [],
+      collect () {
+        this.reset()
+        this.inc(droppedLogLines())
+      }
+    }))
   }
 
   app.decorate('metricsRegistry', registry)
