@@ -29,10 +29,11 @@ import { copyFileSync, existsSync, mkdtempSync, readFileSync, rmSync, writeFileS
 import { get, type IncomingMessage } from 'node:http'
 import { cpus, tmpdir } from 'node:os'
 import { join } from 'node:path'
+import { pathToFileURL } from 'node:url'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { parseArgs } from 'node:util'
-import { createDatabase } from '../src/db/database.js'
-import { migrateToLatest } from '../src/db/migrate.js'
+import { createDatabase as createOwnDatabase } from '../src/db/database.js'
+import { migrateToLatest as ownMigrateToLatest } from '../src/db/migrate.js'
 import { SERVER_BUNDLE } from '../scripts/build.js'
 import { freePort } from '../test/process.js'
 
@@ -214,9 +215,16 @@ const medianRatio = (a: Sample[], b: Sample[]) => median(a.map((sample, round) =
 const spread = (numbers: number[], digits: number) =>
   `${median(numbers).toFixed(digits)} (${Math.min(...numbers).toFixed(digits)}–${Math.max(...numbers).toFixed(digits)})`
 
-/** A database of `size` users, made with the service's own schema and migrations. */
-async function seededDatabase (size: number): Promise<string> {
-  const file = join(folder, `seed-${size}.db`)
+/**
+ * A database of `size` users, made with the service's own schema and migrations, or with
+ * those of the source tree at `--against` (a build refuses a database that a later one has
+ * migrated further).
+ */
+async function seededDatabase (size: number, source?: string): Promise<string> {
+  const file = join(folder, `seed-${size}${source === undefined ? '' : '-against'}.db`)
+  const module = async <T>(path: string): Promise<T> => await import(pathToFileURL(join(source!, path)).href) as T
+  const { createDatabase } = source === undefined ? { createDatabase: createOwnDatabase } : await module<typeof import('../src/db/database.js')>('src/db/database.ts')
+  const { migrateToLatest } = source === undefined ? { migrateToLatest: ownMigrateToLatest } : await module<typeof import('../src/db/migrate.js')>('src/db/migrate.ts')
   const { db } = await createDatabase({ dialect: 'sqlite', filename: file })
   await migrateToLatest(db, 'sqlite')
   await db.transaction().execute(async (transaction) => {
@@ -246,8 +254,8 @@ async function startService (name: string, seed: string, bundle = join(root, SER
   return { ...service, idleRss: rssMegabytes(service.process.pid!) }
 }
 
-/** The service's bundle as built at another commit, for `--against`. */
-function buildAt (ref: string): string {
+/** The service's bundle as built at another commit, for `--against`, and its source tree. */
+function buildAt (ref: string): { bundle: string, source: string } {
   const worktree = join(folder, 'against')
   const run = (command: string, args: string[], cwd: string) => execFileSync(command, args, { cwd, stdio: ['ignore', 'ignore', 'inherit'] })
   run('git', ['worktree', 'add', '--detach', worktree, ref], root)
@@ -255,7 +263,7 @@ function buildAt (ref: string): string {
   process.on('exit', () => { spawnSync('git', ['worktree', 'prune'], { cwd: root }) })
   run('npm', ['ci', '--no-audit', '--no-fund'], worktree)
   run('npm', ['run', 'build'], worktree)
-  return join(worktree, SERVER_BUNDLE)
+  return { bundle: join(worktree, SERVER_BUNDLE), source: worktree }
 }
 
 /**
@@ -281,7 +289,8 @@ const mark = (ratio: number, target: number | undefined) => `${ratio.toFixed(2)}
 const seed = await seededDatabase(users)
 const git = (...args: string[]) => execFileSync('git', args, { cwd: root, encoding: 'utf8' }).trim()
 const measured = `commit ${git('rev-parse', '--short', 'HEAD')}${git('status', '--porcelain', '--untracked-files=no') === '' ? '' : ' with uncommitted changes'}`
-const againstBundle = values.against === undefined ? undefined : buildAt(values.against)
+const againstBuild = values.against === undefined ? undefined : buildAt(values.against)
+const againstSeed = againstBuild === undefined ? undefined : await seededDatabase(users, againstBuild.source)
 
 write(
   `Machine: ${cpus().length} × ${cpus()[0]?.model.trim()}, Node ${process.version}, wrk ${/wrk (\S+)/.exec(spawnSync('wrk', ['-v'], { encoding: 'utf8' }).stdout)?.[1] ?? ''}` +
@@ -296,10 +305,10 @@ write(
 
 // 1. Start-up, of the build at --against too, the two started in turn.
 const STARTS = 5
-const builds = [{ name: 'The service', bundle: undefined as string | undefined, starts: [] as Array<{ startupMs: number, idleRss: number }> }]
-if (againstBundle !== undefined) builds.push({ name: values.against!, bundle: againstBundle, starts: [] })
+const builds = [{ name: 'The service', bundle: undefined as string | undefined, seed, starts: [] as Array<{ startupMs: number, idleRss: number }> }]
+if (againstBuild !== undefined) builds.push({ name: values.against!, bundle: againstBuild.bundle, seed: againstSeed!, starts: [] })
 for (let index = 0; index < STARTS; index++) {
-  for (const { name, bundle, starts } of builds) {
+  for (const { name, bundle, seed, starts } of builds) {
     const service = await startService(name, seed, bundle)
     starts.push(service)
     await stop(service)
@@ -328,7 +337,7 @@ const yardsticks: Record<YardstickName, Server> = {
 }
 // Plain Fastify answering with the service's headers too: what the headers cost by themselves.
 const withHeaders = await startPlain('plain Fastify + headers', 'bench/fastify.ts', 'headers')
-const against = againstBundle === undefined ? undefined : await startService(values.against!, seed, againstBundle)
+const against = againstBuild === undefined ? undefined : await startService(values.against!, againstSeed!, againstBuild.bundle)
 
 interface Row {
   workload: Workload
