@@ -1,8 +1,8 @@
 /**
  * Prometheus metrics: requests by method, route pattern and status, a latency histogram by
  * method and route pattern, the client library's process and event-loop metrics, the
- * PostgreSQL pool's connections, and the log lines standard output did not take. Labels use the route pattern (`/users/:id`), never the raw
- * URL, so ids cannot multiply the series.
+ * PostgreSQL pool's connections, and the log lines standard output did not take. Labels use
+ * the route pattern (`/users/:id`), never the raw URL, so ids cannot multiply the series.
  */
 import type { FastifyInstance } from 'fastify'
 import fp from 'fastify-plugin'
