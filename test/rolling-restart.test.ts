@@ -136,7 +136,7 @@ describe('behind HAProxy, on PostgreSQL', { skip }, () => {
     await crash.stop()
     const crashed = crash.outcomes.filter(failed)
     assert.deepEqual(crashed.filter((outcome) => outcome.method === 'GET'), [], 'the balancer retries GETs elsewhere')
-    assert.ok(crashed.length <= workers, `${crashed.length} failed; at most the ${workers} in flight may`)
+    assert.ok(crashed.length <= workers, `${crashed.length} failed (${crashed.map((outcome) => `${outcome.method} ${outcome.status}`).join(', ')}); at most the ${workers} in flight may`)
     t.diagnostic(`SIGKILL under load: ${crash.outcomes.length} requests, ${crashed.length} failed (POSTs in flight on the instance killed)`)
   })
 })
