@@ -168,7 +168,7 @@ export async function openSqliteQueries (filename: string, log: OutageLogger): P
       return opened
     } catch (error) {
       if (worker === opening) worker = undefined
-      const failure = Object.assign(new Error(`the SQLite worker stopped, and ${filename} could not be opened again: ${(error as Error).message}`), { code: 'SQLITE_CANTOPEN' })
+      const failure = new Error(`the SQLite worker stopped, and ${filename} could not be opened again: ${(error as Error).message}`)
       if (lastFailure === undefined) log.error({ err: error }, `${filename} could not be opened again; it will be tried again when needed, at most once a second`)
       lastFailure = { error: failure, at: monotonicMs() }
       throw failure
@@ -191,6 +191,7 @@ export async function openSqliteQueries (filename: string, log: OutageLogger): P
         thread?.forget(id)
         answer({ id, expired: true })
       }, timeoutMs)
+      // Whatever keeps a worker from being had (closed, in memory, not reopened) is the database unavailable.
       currentWorker().then((current) => {
         if (answered) return
         thread = current
