@@ -32,8 +32,6 @@ import { join } from 'node:path'
 import { pathToFileURL } from 'node:url'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { parseArgs } from 'node:util'
-import { createDatabase as createOwnDatabase } from '../src/db/database.js'
-import { migrateToLatest as ownMigrateToLatest } from '../src/db/migrate.js'
 import { SERVER_BUNDLE } from '../scripts/build.js'
 import { freePort } from '../test/process.js'
 
@@ -216,15 +214,15 @@ const spread = (numbers: number[], digits: number) =>
   `${median(numbers).toFixed(digits)} (${Math.min(...numbers).toFixed(digits)}–${Math.max(...numbers).toFixed(digits)})`
 
 /**
- * A database of `size` users, made with the service's own schema and migrations, or with
- * those of the source tree at `--against` (a build refuses a database that a later one has
- * migrated further).
+ * A database of `size` users, made with the schema and migrations of the source tree at
+ * `source`: the service's own, or the one at `--against` (a build refuses a database that a
+ * later one has migrated further).
  */
-async function seededDatabase (size: number, source?: string): Promise<string> {
-  const file = join(folder, `seed-${size}${source === undefined ? '' : '-against'}.db`)
-  const module = async <T>(path: string): Promise<T> => await import(pathToFileURL(join(source!, path)).href) as T
-  const { createDatabase } = source === undefined ? { createDatabase: createOwnDatabase } : await module<typeof import('../src/db/database.js')>('src/db/database.ts')
-  const { migrateToLatest } = source === undefined ? { migrateToLatest: ownMigrateToLatest } : await module<typeof import('../src/db/migrate.js')>('src/db/migrate.ts')
+async function seededDatabase (size: number, source = root): Promise<string> {
+  const file = join(folder, `seed-${size}${source === root ? '' : '-against'}.db`)
+  const module = async <T>(path: string): Promise<T> => await import(pathToFileURL(join(source, path)).href) as T
+  const { createDatabase } = await module<typeof import('../src/db/database.js')>('src/db/database.ts')
+  const { migrateToLatest } = await module<typeof import('../src/db/migrate.js')>('src/db/migrate.ts')
   const { db } = await createDatabase({ dialect: 'sqlite', filename: file })
   await migrateToLatest(db, 'sqlite')
   await db.transaction().execute(async (transaction) => {
