@@ -8,7 +8,7 @@ import Fastify, { LogController, type FastifyInstance } from 'fastify'
 import { trace } from '@opentelemetry/api'
 import type { DestinationStream } from 'pino'
 import type { Config } from './config.js'
-import { answerClientError, ErrorSchema, registerErrorHandlers, replyWithFrameworkError } from './errors.js'
+import { answerClientError, answerExpectAndConnect, ErrorSchema, registerErrorHandlers, replyWithFrameworkError } from './errors.js'
 import auth, { requireTokensPlugin } from './plugins/auth.js'
 import cors from './plugins/cors.js'
 import docs, { docsPage } from './plugins/docs.js'
@@ -90,6 +90,7 @@ export async function buildApp (config: Config, options: BuildOptions = {}): Pro
     trustProxy: typeof config.trustProxy === 'number' ? trustNearest(config.trustProxy) : config.trustProxy
   }).withTypeProvider<TypeBoxTypeProvider>()
   app.server.maxConnections = config.maxConnections
+  answerExpectAndConnect(app.server)
 
   // Named schemas, referred to by `$id` from the routes' schemas (route-schemas.ts).
   const namedSchemas = [ErrorSchema, ...statusSchemas, ...greetingSchemas, ...userSchemas]

@@ -5,6 +5,7 @@
  * so internals never reach a client.
  */
 import { createRequire } from 'node:module'
+import type { IncomingMessage, Server, ServerResponse } from 'node:http'
 import type { Socket } from 'node:net'
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
 import { Type, type Static } from 'typebox'
@@ -144,6 +145,16 @@ function clientErrorAnswer (error: NodeJS.ErrnoException & { rawPacket?: Buffer 
   return CLIENT_ERRORS[error.code ?? ''] ?? [400, 'Malformed HTTP request']
 }
 
+/** Answers on a bare socket with the JSON shape, then closes the connection for good. */
+function endWithJson (socket: Socket, statusCode: number, message: string): void {
+  const body = JSON.stringify({ error: message })
+  socket.end(`HTTP/1.1 ${statusCode} ${STATUS_CODES[statusCode]}\r\nContent-Type: ${JSON_TYPE}\r\n` +
+    `Content-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`)
+  // Closed for good once the answer is out: ending alone leaves the connection half open,
+  // holding a descriptor for as long as a client that never reads keeps its side.
+  socket.destroySoon()
+}
+
 /**
  * For Fastify's `clientErrorHandler`: requests Node refuses before Fastify sees them (headers
  * too large, too slow to arrive, an unknown method, not HTTP at all) get the same JSON shape,
@@ -152,12 +163,23 @@ function clientErrorAnswer (error: NodeJS.ErrnoException & { rawPacket?: Buffer 
 export function answerClientError (error: NodeJS.ErrnoException, socket: Socket): void {
   if (error.code === 'ECONNRESET' || socket.destroyed) return
   const [statusCode, message] = clientErrorAnswer(error)
-  const body = JSON.stringify({ error: message })
-  socket.end(`HTTP/1.1 ${statusCode} ${STATUS_CODES[statusCode]}\r\nContent-Type: ${JSON_TYPE}\r\n` +
-    `Content-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`)
-  // Closed for good once the answer is out: ending alone leaves the connection half open,
-  // holding a descriptor for as long as a client that never reads keeps its side.
-  socket.destroySoon()
+  endWithJson(socket, statusCode, message)
+}
+
+/**
+ * Two requests Node's server answers by itself, never passing them to Fastify, get the JSON
+ * shape too: an `Expect` other than `100-continue` (Node's answer is a 417 without a body)
+ * and `CONNECT`, which no route takes (Node closes the connection without a word).
+ */
+export function answerExpectAndConnect (server: Server): void {
+  server.on('checkExpectation', (_request: IncomingMessage, response: ServerResponse) => {
+    const body = JSON.stringify({ error: 'Expectation Failed: the only expectation met is Expect: 100-continue' })
+    response.writeHead(417, { 'content-type': JSON_TYPE, 'content-length': Buffer.byteLength(body) }).end(body)
+  })
+  server.on('connect', (_request: IncomingMessage, socket: Socket) => {
+    socket.on('error', () => {})
+    endWithJson(socket, 404, 'Route not found')
+  })
 }
 
 const routeNotFound = (reply: FastifyReply): FastifyReply => reply.code(404).type(JSON_TYPE).send({ error: 'Route not found' })

@@ -79,6 +79,35 @@ test('a method Node does not know is the JSON 404 of any unknown route, not a ma
   assert.equal((await rawRequest(service.port, { path: '/health' })).statusCode, 200)
 })
 
+test('an Expect other than 100-continue is a JSON 417, and the connection serves the next request', async (t) => {
+  const service = await startService(t, timeouts)
+  const { socket, closed } = await rawConnection(service.port)
+  socket.write('GET /users HTTP/1.1\r\nHost: localhost\r\nExpect: something-else\r\n\r\n' +
+    'GET /health HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n')
+  const received = await closed
+  assert.match(received, /^HTTP\/1\.1 417 Expectation Failed\r\n[\s\S]*content-type: application\/json; charset=utf-8\r\n/i)
+  assert.match(received, /\r\n\r\n\{"error":"Expectation Failed: the only expectation met is Expect: 100-continue"\}HTTP\/1\.1 200 OK\r\n/)
+})
+
+test('CONNECT is the JSON 404 of any unknown route, and an abrupt client costs nothing', async (t) => {
+  const service = await startService(t, timeouts)
+  for (const target of ['example.com:443', '/users']) {
+    const { socket, closed } = await rawConnection(service.port)
+    socket.write(`CONNECT ${target} HTTP/1.1\r\nHost: localhost\r\n\r\n`)
+    assert.match(await closed, /^HTTP\/1\.1 404 Not Found\r\n[\s\S]*\r\n\r\n\{"error":"Route not found"\}$/, target)
+  }
+  // Reset by the client as soon as it is sent: the service lives on.
+  for (let i = 0; i < 20; i++) {
+    const socket = net.connect(service.port, '127.0.0.1')
+    socket.on('error', () => {})
+    await once(socket, 'connect')
+    socket.write('CONNECT example.com:443 HTTP/1.1\r\nHost: localhost\r\n\r\n')
+    socket.resetAndDestroy()
+  }
+  await sleep(100)
+  assert.equal((await rawRequest(service.port, { path: '/health' })).statusCode, 200)
+})
+
 test('two thousand idle connections do not stop a new client from being served', async (t) => {
   const service = await startService(t, timeouts)
   const idle: net.Socket[] = []
