@@ -78,10 +78,18 @@ export function createUserRepository ({ db, read, readTogether, write }: QueryRu
     },
 
     async createOnce ({ name, email }, { key, fingerprint, keptSince }) {
+      // Inserts only while no user holds the key, and so takes an id only then: PostgreSQL's
+      // identity hands one out for every row an INSERT tries, kept or refused, so an insert
+      // left to fail on the unique key would spend an id on every retry of a stored request.
+      // The unique key still settles two requests that try at the same moment.
       const insert = async (): Promise<CreateOnceOutcome | undefined> => {
         try {
-          const [row] = await write(db.insertInto('users').values({ name, email, idempotency_key: key, request_fingerprint: fingerprint }).returning('id').compile())
-          return { id: row!.id, replayed: false }
+          const [row] = await write(db.insertInto('users')
+            .columns(['name', 'email', 'idempotency_key', 'request_fingerprint'])
+            .expression(db.selectNoFrom(({ val }) => [val(name).as('name'), val(email).as('email'), val(key).as('idempotency_key'), val(fingerprint).as('request_fingerprint')])
+              .where(({ not, exists, selectFrom }) => not(exists(selectFrom('users').select('id').where('idempotency_key', '=', key)))))
+            .returning('id').compile())
+          return row === undefined ? undefined : { id: row.id, replayed: false }
         } catch (error) {
           if (isUniqueViolation(error)) return undefined
           throw error
