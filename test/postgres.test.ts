@@ -175,6 +175,12 @@ describe('PostgreSQL refusing work for a while', { skip: postgres.skip }, () => 
     }
   }
 
+  function assertRefused (response: { statusCode: number, body: string, headers: Record<string, unknown>, json: () => unknown }) {
+    assert.equal(response.statusCode, 503, response.body)
+    assert.deepEqual(response.json(), { error: 'Database unavailable' })
+    assert.equal(response.headers['retry-after'], '1')
+  }
+
   test('a read-only server, a lock or statement timeout: 503 with Retry-After, never 500; under a read-only server reads go on and the outage of writes is one log line', async (t) => {
     // Ended first, whatever happens, so that dropping the schema never waits for its lock.
     const holder = new pg.Client({ connectionString: process.env.TEST_DATABASE_URL })
@@ -184,11 +190,6 @@ describe('PostgreSQL refusing work for a while', { skip: postgres.skip }, () => 
     const logs = captureLogs()
     const app = await testApp(t, { DATABASE_URL: role.url, LOG_LEVEL: 'info' }, logs.stream)
     const create = () => postJson(app, '/users', { name: 'Grace', email: 'grace@example.com' })
-    const assertRefused = (response: Awaited<ReturnType<typeof create>>) => {
-      assert.equal(response.statusCode, 503, response.body)
-      assert.deepEqual(response.json(), { error: 'Database unavailable' })
-      assert.equal(response.headers['retry-after'], '1')
-    }
     const outage = () => logs.lines.filter((line) => /^database (unavailable|available again)/.test(line.msg))
       .map((line) => `${line.operations} ${line.msg}`)
     assert.equal((await postJson(app, '/users', { name: 'Ada', email: 'ada@example.com' })).statusCode, 201)
@@ -220,6 +221,38 @@ describe('PostgreSQL refusing work for a while', { skip: postgres.skip }, () => 
     assert.equal((await app.inject('/users')).headers['x-total-count'], '2', 'no refused write was stored')
     assert.deepEqual(outage().slice(-2), ['writes database available again', 'reads database available again'])
     assert.equal(logs.lines.filter((line) => line.level >= 50 && !/^database unavailable/.test(line.msg)).length, 0, 'no error logged but the outages')
+  })
+
+  test('a login the server refuses while the service runs (a role disabled), or a database dropped: 503 with Retry-After, never 500, and it recovers', async (t) => {
+    const role = await schemaOfItsOwnRole(t)
+    const logs = captureLogs()
+    const app = await testApp(t, { DATABASE_URL: role.url, LOG_LEVEL: 'info' }, logs.stream)
+    assert.equal((await postJson(app, '/users', { name: 'Ada', email: 'ada@example.com' })).statusCode, 201)
+
+    await role.set('nologin')
+    assertRefused(await app.inject('/users/1'))
+    assertRefused(await postJson(app, '/users', { name: 'Grace', email: 'grace@example.com' }))
+    assert.equal((await app.inject('/ready')).statusCode, 503)
+    assert.equal((await app.inject('/health')).statusCode, 200)
+    const refusal = `database unavailable: role "${role.schema}" is not permitted to log in`
+    assert.deepEqual(logs.lines.filter((line) => line.level >= 50).map((line) => `${line.operations} ${line.msg}`).sort(),
+      [`reads ${refusal}`, `writes ${refusal}`], 'one line for reads and one for writes, no 500 logged')
+
+    await role.set('login')
+    assert.equal((await app.inject('/users/1')).statusCode, 200)
+    assert.equal((await postJson(app, '/users', { name: 'Grace', email: 'grace@example.com' })).statusCode, 201)
+
+    // A database of its own, dropped under the service.
+    const name = `test_${randomBytes(6).toString('hex')}`
+    await postgresQuery(`create database ${name}`)
+    t.after(async () => { await postgresQuery(`drop database if exists ${name} with (force)`) })
+    const url = new URL(process.env.TEST_DATABASE_URL as string)
+    url.pathname = `/${name}`
+    const dropped = await testApp(t, { DATABASE_URL: url.href })
+    assert.equal((await postJson(dropped, '/users', { name: 'Ada', email: 'ada@example.com' })).statusCode, 201)
+    await postgresQuery(`drop database ${name} with (force)`)
+    assertRefused(await dropped.inject('/users/1'))
+    assertRefused(await postJson(dropped, '/users', { name: 'Grace', email: 'grace@example.com' }))
   })
 
   test('the migration lock held by another process: start-up waits for it, and past 4 s stops with one line', async (t) => {

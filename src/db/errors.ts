@@ -14,12 +14,13 @@ const UNREACHABLE_CODES = new Set([
 ])
 
 /**
- * PostgreSQL's classes of SQLSTATE that say the server cannot do the work now, whatever the
- * query: 08 the connection failed, 53 it lacks resources (disk, memory, connections), 57 an
+ * PostgreSQL's SQLSTATEs that say the server cannot do the work now, whatever the query: class
+ * 08 the connection failed, 28 it refused the service's login (a role disabled, a password
+ * changed while the service runs), 53 it lacks resources (disk, memory, connections), 57 an
  * operator or a limit intervened (shutting down, starting up, a statement_timeout, a
- * cancelled query), 58 the system failed (an I/O error).
+ * cancelled query), 58 the system failed (an I/O error); and 3D000, the database is gone.
  */
-const POSTGRES_UNAVAILABLE = /^(08|53|57|58)[0-9A-Z]{3}$/
+const POSTGRES_UNAVAILABLE = /^((08|28|53|57|58)[0-9A-Z]{3}|3D000)$/
 
 /**
  * SQLite, by the prefix of its extended codes: another process holds the lock past the wait
