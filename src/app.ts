@@ -82,7 +82,8 @@ export async function buildApp (config: Config, options: BuildOptions = {}): Pro
     // Slow clients: headers must arrive within headersMs and the whole request within
     // requestMs, checked every second; an idle keep-alive connection is closed after
     // keepAliveMs (longer than the usual 60 s of load balancers, so they close first).
-    http: { headersTimeout: config.timeouts.headersMs, connectionsCheckingInterval: 1000 },
+    // A request without Host is refused by request-hooks.ts, in JSON, rather than by Node.
+    http: { headersTimeout: config.timeouts.headersMs, connectionsCheckingInterval: 1000, requireHostHeader: false },
     requestTimeout: config.timeouts.requestMs,
     keepAliveTimeout: config.timeouts.keepAliveMs,
     // Off by default: then X-Forwarded-For is ignored, so no client can name itself another.

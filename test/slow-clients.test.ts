@@ -108,6 +108,20 @@ test('CONNECT is the JSON 404 of any unknown route, and an abrupt client costs n
   assert.equal((await rawRequest(service.port, { path: '/health' })).statusCode, 200)
 })
 
+test('an HTTP/1.1 request without Host is a JSON 400 with a request id; HTTP/1.0 needs none', async (t) => {
+  const service = await startService(t, timeouts)
+  for (const path of ['/users', '/health']) {
+    const { socket, closed } = await rawConnection(service.port)
+    socket.write(`GET ${path} HTTP/1.1\r\nConnection: close\r\n\r\n`)
+    const received = await closed
+    assert.match(received, /^HTTP\/1\.1 400 Bad Request\r\n[\s\S]*x-request-id: [\w-]+\r\n/i, path)
+    assert.match(received, /\r\n\r\n\{"error":"Host header is required in an HTTP\/1\.1 request"\}$/, path)
+  }
+  const { socket, closed } = await rawConnection(service.port)
+  socket.write('GET /health HTTP/1.0\r\n\r\n')
+  assert.match(await closed, /^HTTP\/1\.1 200 OK\r\n[\s\S]*\{"status":"ok"\}$/)
+})
+
 test('two thousand idle connections do not stop a new client from being served', async (t) => {
   const service = await startService(t, timeouts)
   const idle: net.Socket[] = []

@@ -1,6 +1,7 @@
 /**
- * The request-lifecycle hooks of seed §6. `onRequest` hands the request id back to the client
- * and, while the service drains before a shutdown, asks it to close the connection;
+ * The request-lifecycle hooks of seed §6. `onRequest` hands the request id back to the client,
+ * refuses an HTTP/1.1 request without a Host header and, while the service drains before a
+ * shutdown, asks the client to close the connection;
  * `onResponse` writes the one access-log line per request and, while the app is closing,
  * releases the connection it just answered on. (`preHandler` belongs to auth.ts.)
  * Callback-style hooks: they run on every request, and skip a promise each.
@@ -59,6 +60,13 @@ async function requestHooks (app: FastifyInstance): Promise<void> {
   app.addHook('onRequest', (request, reply, done) => {
     reply.header('x-request-id', request.id)
     if (draining) reply.header('connection', 'close')
+    // RFC 9112 §3.2: an HTTP/1.1 request names its host. Node refuses one that does not with
+    // a 400 of its own, without a body; app.ts turns that check off so that it is made here
+    // and answered as every other error is.
+    if (request.headers.host === undefined && request.raw.httpVersion === '1.1') {
+      done(Object.assign(new Error('Host header is required in an HTTP/1.1 request'), { statusCode: 400 }))
+      return
+    }
     done()
   })
 
