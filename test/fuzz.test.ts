@@ -1,8 +1,12 @@
 import assert from 'node:assert/strict'
+import { once } from 'node:events'
+import http from 'node:http'
+import net from 'node:net'
 import { test } from 'node:test'
 import fc from 'fast-check'
 import type { InjectOptions } from 'fastify'
 import { testApp } from './helpers.js'
+import { startService } from './process.js'
 
 const printable = fc.string({ unit: fc.integer({ min: 0x20, max: 0x7e }).map((code) => String.fromCharCode(code)), maxLength: 40 })
 const anyText = fc.oneof(printable, fc.string({ unit: 'grapheme', maxLength: 40 }), fc.string({ unit: 'binary', maxLength: 20 }), fc.constant('x'.repeat(5000)))
@@ -90,4 +94,70 @@ test('random requests against every route never get a 5xx, every error is JSON, 
   assert.deepEqual(Object.getOwnPropertyNames(Object.prototype).sort(), prototypeBefore)
   assert.equal(({} as Record<string, unknown>).polluted, undefined)
   assert.equal((await app.inject('/health')).statusCode, 200, 'the service still answers')
+})
+
+/**
+ * What reaches a real socket before Fastify does: Node's parser, its answers of its own (a
+ * CONNECT, an unmet Expect, a missing Host), upgrades and framing.
+ */
+const rawRequest = fc.record({
+  method: fc.constantFrom(...http.METHODS, 'FOO', 'get'),
+  target: fc.oneof(path, fc.constantFrom('*', 'http://example.com/users', 'example.com:443', '//users', '/users/../health')),
+  version: fc.constantFrom('1.1', '1.0'),
+  host: fc.boolean(),
+  headers: fc.subarray([
+    'Expect: 100-continue', 'Expect: something-else', 'Upgrade: websocket\r\nConnection: Upgrade',
+    'Upgrade: h2c\r\nConnection: Upgrade, HTTP2-Settings\r\nHTTP2-Settings: AAMAAABkAARAAAAAAAIAAAAA',
+    'Transfer-Encoding: chunked', 'Transfer-Encoding: gzip, chunked', 'Content-Length: 2', 'Content-Length: 1, 2',
+    'Content-Type: application/json', 'Content-Encoding: gzip', 'Origin: http://a.example.com',
+    'Access-Control-Request-Method: POST', 'Host: second.example.com', `X-Request-Id: ${'a'.repeat(200)}`
+  ]),
+  body: fc.constantFrom('', '{}', '0\r\n\r\n', '2\r\n{}\r\n0\r\n\r\n', '{"name":"Ada","email":"ada@example.com"}')
+})
+
+/**
+ * Sends `request` on a connection of its own and resolves with all the bytes that came back
+ * once the service closes it (every request asks it to). The connection is not half-closed
+ * after the request: Node's server takes a client's FIN for its leaving, and drops what it
+ * had yet to answer (README, "Limits and protection").
+ */
+async function exchange (port: number, request: string): Promise<string> {
+  const socket = net.connect(port, '127.0.0.1')
+  let received = ''
+  socket.setEncoding('latin1')
+  socket.on('data', (chunk: string) => { received += chunk })
+  socket.on('error', () => {})
+  socket.write(request, 'latin1')
+  const gaveUp = setTimeout(() => socket.destroy(), 10_000)
+  await once(socket, 'close')
+  clearTimeout(gaveUp)
+  return received
+}
+
+test('random requests over a real socket, malformed or not, each get an answer: never a 5xx, every error JSON', async (t) => {
+  // Requests whose body never arrives in full wait for the request timeout's 408, so they go
+  // 50 at a time.
+  const service = await startService(t, { DATABASE_URL: 'sqlite::memory:', HEADERS_TIMEOUT_MS: '1000', REQUEST_TIMEOUT_MS: '1000' })
+  const requests = fc.sample(rawRequest, { seed: 20261125, numRuns: 600 }).map(({ method, target, version, host, headers, body }) => ({
+    method,
+    text: `${[`${method} ${target} HTTP/${version}`, ...(host ? ['Host: localhost'] : []), ...headers, 'Connection: close'].join('\r\n')}\r\n\r\n${body}`
+  }))
+  const problems: string[] = []
+  for (let first = 0; first < requests.length; first += 50) {
+    await Promise.all(requests.slice(first, first + 50).map(async ({ method, text }) => {
+      const received = await exchange(service.port, text)
+      const statuses = [...received.matchAll(/^HTTP\/1\.1 (\d{3}) /gm)].map((match) => Number(match[1]))
+      const status = statuses.filter((code) => code !== 100).at(-1)
+      const problem = status === undefined
+        ? 'no answer'
+        : status >= 500
+          ? `${status}`
+          : status >= 400 && method !== 'HEAD' && !/\r\ncontent-type: application\/json; charset=utf-8\r\n[\s\S]*\r\n\r\n\{"error":"[^"]+"/i.test(received)
+            ? `${status} without a JSON error`
+            : undefined
+      if (problem !== undefined) problems.push(`${problem}: ${JSON.stringify(text)} => ${JSON.stringify(received.slice(0, 300))}`)
+    }))
+  }
+  assert.deepEqual(problems, [])
+  assert.equal((await exchange(service.port, 'GET /health HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n')).split('\r\n')[0], 'HTTP/1.1 200 OK')
 })
