@@ -60,6 +60,7 @@ const pretty = prettyLogStream()
 const output = pretty === undefined ? standardOutput() : undefined
 const app = await appOrExit(config, { logStream: output?.stream ?? pretty, tracing, droppedLogLines: output?.droppedLines })
 output?.reportDropsTo(app.log)
+tracing?.reportFailuresTo(app.log)
 
 closeWithGrace({ delay: config.shutdownDrainMs + SHUTDOWN_GRACE_MS, logger: app.log }, async ({ signal, err }) => {
   if (err !== undefined) {

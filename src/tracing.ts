@@ -7,16 +7,54 @@
  * this is loaded when the variables are unset.
  */
 import { FastifyOtelInstrumentation } from '@fastify/otel'
+import { ExportResultCode, type ExportResult } from '@opentelemetry/core'
 import { OTLPTraceExporter } from '@opentelemetry/exporter-trace-otlp-http'
 import { resourceFromAttributes } from '@opentelemetry/resources'
-import { BatchSpanProcessor, NodeTracerProvider } from '@opentelemetry/sdk-trace-node'
-import type { FastifyPluginCallback } from 'fastify'
+import { BatchSpanProcessor, NodeTracerProvider, type ReadableSpan, type SpanExporter } from '@opentelemetry/sdk-trace-node'
+import type { FastifyBaseLogger, FastifyPluginCallback } from 'fastify'
 
 export interface Tracing {
   /** @fastify/otel's plugin, registered before everything else. */
   plugin: FastifyPluginCallback
-  /** Sends the spans not yet sent, then stops. */
+  /** Has `log` say when the collector stops taking spans, and when it takes them again. */
+  reportFailuresTo: (log: FastifyBaseLogger) => void
+  /** Sends the spans not yet sent, then stops; spans the collector refuses then are lost. */
   shutdown: () => Promise<void>
+}
+
+/**
+ * An exporter that tells the log when its batches cannot be sent (the collector unreachable,
+ * or refusing them) and when they can again: one line each, as for a database outage, where
+ * OpenTelemetry says nothing at all. Batches that cannot be sent are dropped, as they would
+ * be anyway; requests never wait for them.
+ */
+class ExporterWithOutageLog implements SpanExporter {
+  log: FastifyBaseLogger | undefined
+  private failedBatches = 0
+
+  constructor (private readonly exporter: SpanExporter) {}
+
+  export (spans: ReadableSpan[], done: (result: ExportResult) => void): void {
+    this.exporter.export(spans, (result) => {
+      if (result.code === ExportResultCode.FAILED) {
+        if (this.failedBatches++ === 0) {
+          this.log?.warn({ err: result.error }, 'traces cannot be sent to the collector: they are dropped until it takes them again')
+        }
+      } else if (this.failedBatches > 0) {
+        this.log?.info({ failedBatches: this.failedBatches }, 'traces are sent to the collector again')
+        this.failedBatches = 0
+      }
+      done(result)
+    })
+  }
+
+  async shutdown (): Promise<void> {
+    await this.exporter.shutdown()
+  }
+
+  async forceFlush (): Promise<void> {
+    await this.exporter.forceFlush?.()
+  }
 }
 
 /**
@@ -25,15 +63,24 @@ export interface Tracing {
  * endpoint, headers and timeouts from the standard OTEL_EXPORTER_OTLP_* variables.
  */
 export function startTracing (serviceName: string): Tracing {
+  const exporter = new ExporterWithOutageLog(new OTLPTraceExporter())
   const provider = new NodeTracerProvider({
     resource: resourceFromAttributes({ 'service.name': serviceName }),
-    spanProcessors: [new BatchSpanProcessor(new OTLPTraceExporter())]
+    spanProcessors: [new BatchSpanProcessor(exporter)]
   })
   provider.register()
   const instrumentation = new FastifyOtelInstrumentation()
   instrumentation.setTracerProvider(provider)
   return {
     plugin: instrumentation.plugin(),
-    shutdown: async () => await provider.shutdown()
+    reportFailuresTo: (log) => { exporter.log = log },
+    async shutdown () {
+      try {
+        await provider.shutdown()
+      } catch (error) {
+        // The service has stopped all the same: its exit says so, not a lost batch of spans.
+        exporter.log?.warn({ err: error }, 'the last traces could not be sent to the collector')
+      }
+    }
   }
 }

@@ -14,13 +14,21 @@ import { startService } from './process.js'
 
 interface Span { traceId: string, spanId: string, parentSpanId?: string, name: string, kind: number, attributes: Array<{ key: string, value: { stringValue?: string } }> }
 
-/** An OTLP/HTTP receiver for traces in JSON: every span it is sent, with its service's name. */
+/**
+ * An OTLP/HTTP receiver for traces in JSON: every span it is sent, with its service's name.
+ * While `refusing`, it answers 503 and keeps nothing.
+ */
 async function startCollector (t: TestContext) {
   const spans: Array<Span & { service: string }> = []
+  const state = { refusing: false }
   const server = http.createServer((request, response) => {
     let body = ''
     request.on('data', (chunk) => { body += String(chunk) })
     request.on('end', () => {
+      if (state.refusing) {
+        response.writeHead(503).end()
+        return
+      }
       if (request.url === '/v1/traces') {
         for (const resourceSpans of JSON.parse(body).resourceSpans ?? []) {
           const service = resourceSpans.resource.attributes.find((attribute: { key: string }) => attribute.key === 'service.name')?.value.stringValue
@@ -33,7 +41,7 @@ async function startCollector (t: TestContext) {
   server.listen(0, '127.0.0.1')
   await once(server, 'listening')
   t.after(() => { server.close() })
-  return { url: `http://127.0.0.1:${(server.address() as { port: number }).port}`, spans }
+  return { url: `http://127.0.0.1:${(server.address() as { port: number }).port}`, spans, state }
 }
 
 const attribute = (span: Span, key: string) => span.attributes.find((entry) => entry.key === key)?.value.stringValue
@@ -77,4 +85,40 @@ test('with OTEL_EXPORTER_OTLP_ENDPOINT: a server span per request continuing the
 
   const logged = service.stdout.map((line) => JSON.parse(line)).filter((line) => line.trace_id === traceId)
   assert.ok(logged.some((line) => line.msg === 'request completed'), 'the request\'s log line carries its trace id')
+})
+
+test('a collector that refuses spans costs no request: one warning, one line once it takes them again, and SIGTERM still exits 0', async (t) => {
+  const collector = await startCollector(t)
+  collector.state.refusing = true
+  const service = await startService(t, {
+    DATABASE_URL: 'sqlite::memory:',
+    OTEL_EXPORTER_OTLP_ENDPOINT: collector.url,
+    OTEL_BSP_SCHEDULE_DELAY: '100',
+    // A 503 is retried, with backoff, for as long as this allows.
+    OTEL_EXPORTER_OTLP_TIMEOUT: '500'
+  })
+  const lines = () => service.stdout.map((line) => JSON.parse(line)).filter((line) => /^traces /.test(line.msg)).map((line) => line.msg)
+  const waitFor = async (count: number) => {
+    for (let attempt = 0; attempt < 100 && lines().length < count; attempt++) await sleep(50)
+  }
+
+  // Several batches refused, each request answered meanwhile.
+  for (let batch = 0; batch < 5; batch++) {
+    assert.equal((await rawRequest(service.port, { path: '/users' })).statusCode, 200)
+    await sleep(250)
+  }
+  await waitFor(1)
+  assert.deepEqual(lines(), ['traces cannot be sent to the collector: they are dropped until it takes them again'], 'one line for every refused batch')
+
+  collector.state.refusing = false
+  assert.equal((await rawRequest(service.port, { path: '/users' })).statusCode, 200)
+  await waitFor(2)
+  assert.equal(lines()[1], 'traces are sent to the collector again')
+  assert.ok(collector.spans.some((span) => span.kind === 2), 'spans arrive again')
+
+  // Spans still waiting at shutdown that the collector refuses are lost; the shutdown is not.
+  collector.state.refusing = true
+  assert.equal((await rawRequest(service.port, { path: '/users' })).statusCode, 200)
+  service.child.kill('SIGTERM')
+  assert.deepEqual(await service.exited, { code: 0, signal: null })
 })
