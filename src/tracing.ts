@@ -6,6 +6,7 @@
  * lines of a request its trace and span ids. Spans go over OTLP/HTTP in batches. Nothing of
  * this is loaded when the variables are unset.
  */
+import { setTimeout as sleep } from 'node:timers/promises'
 import { FastifyOtelInstrumentation } from '@fastify/otel'
 import { ExportResultCode, type ExportResult } from '@opentelemetry/core'
 import { OTLPTraceExporter } from '@opentelemetry/exporter-trace-otlp-http'
@@ -18,9 +19,12 @@ export interface Tracing {
   plugin: FastifyPluginCallback
   /** Has `log` say when the collector stops taking spans, and when it takes them again. */
   reportFailuresTo: (log: FastifyBaseLogger) => void
-  /** Sends the spans not yet sent, then stops; spans the collector refuses then are lost. */
+  /** Sends the spans not yet sent, then stops; spans the collector refuses or does not take within 2 s are lost. */
   shutdown: () => Promise<void>
 }
+
+/** How long the spans still waiting at shutdown may take to reach the collector. */
+const FLUSH_AT_SHUTDOWN_MS = 2000
 
 /**
  * An exporter that tells the log when its batches cannot be sent (the collector unreachable,
@@ -74,11 +78,13 @@ export function startTracing (serviceName: string): Tracing {
   return {
     plugin: instrumentation.plugin(),
     reportFailuresTo: (log) => { exporter.log = log },
+    // The service has stopped all the same, whatever becomes of its last spans: its exit says
+    // so, and a collector that does not answer costs the shutdown no more than a moment.
     async shutdown () {
       try {
-        await provider.shutdown()
+        const sent = await Promise.race([provider.shutdown().then(() => true), sleep(FLUSH_AT_SHUTDOWN_MS, false, { ref: false })])
+        if (!sent) exporter.log?.warn(`the last traces could not be sent to the collector within ${FLUSH_AT_SHUTDOWN_MS} ms`)
       } catch (error) {
-        // The service has stopped all the same: its exit says so, not a lost batch of spans.
         exporter.log?.warn({ err: error }, 'the last traces could not be sent to the collector')
       }
     }

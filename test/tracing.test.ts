@@ -122,3 +122,23 @@ test('a collector that refuses spans costs no request: one warning, one line onc
   service.child.kill('SIGTERM')
   assert.deepEqual(await service.exited, { code: 0, signal: null })
 })
+
+test('a collector that takes connections and never answers holds the shutdown 2 s at most, and the exit is 0', async (t) => {
+  const silent = http.createServer(() => {})
+  silent.listen(0, '127.0.0.1')
+  await once(silent, 'listening')
+  t.after(() => { silent.closeAllConnections(); silent.close() })
+  const service = await startService(t, {
+    DATABASE_URL: 'sqlite::memory:',
+    OTEL_EXPORTER_OTLP_ENDPOINT: `http://127.0.0.1:${(silent.address() as { port: number }).port}`,
+    // Every span still waits to be sent when the shutdown begins.
+    OTEL_BSP_SCHEDULE_DELAY: '60000'
+  })
+  assert.equal((await rawRequest(service.port, { path: '/users' })).statusCode, 200)
+  const started = Date.now()
+  service.child.kill('SIGTERM')
+  assert.deepEqual(await service.exited, { code: 0, signal: null })
+  const seconds = (Date.now() - started) / 1000
+  assert.ok(seconds > 1.5 && seconds < 4, `exited after ${seconds} s`)
+  assert.ok(service.stdout.some((line) => JSON.parse(line).msg === 'the last traces could not be sent to the collector within 2000 ms'))
+})
