@@ -6,14 +6,14 @@
 import assert from 'node:assert/strict'
 import { execFileSync, spawn } from 'node:child_process'
 import { once } from 'node:events'
-import { closeSync, existsSync, mkdtempSync, openSync, renameSync, rmSync, unlinkSync, writeFileSync } from 'node:fs'
+import { closeSync, existsSync, mkdtempSync, openSync, renameSync, rmSync, statSync, truncateSync, unlinkSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { describe, test, type TestContext } from 'node:test'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { createDatabase } from '../src/db/database.js'
 import { migrateToLatest } from '../src/db/migrate.js'
-import { captureLogs, postJson, temporaryFolder, testApp } from './helpers.js'
+import { captureLogs, postJson, postJsonOver, temporaryFolder, testApp } from './helpers.js'
 import { freePort, fromSource, repositoryRoot, runScript, startService } from './process.js'
 
 const needsRoot = process.getuid?.() === 0 ? false : 'needs root, to mount and freeze filesystems (CI runs as root)'
@@ -82,6 +82,31 @@ describe('SQLite under faults of the machine', { skip: needsRoot }, () => {
     assert.deepEqual(outage.map((line) => `${line.operations} ${line.msg.replace(/:.*/, '')}`), ['writes database unavailable', 'writes database available again'],
       'one line as the outage starts, one as it ends, for 21 refused writes: the reads between them end no outage of writes')
     assert.match(outage[0]!.msg, /full/i)
+  })
+
+  test('a disk too full for the schema at start-up: one line that says so, and a start once space is freed', async (t) => {
+    const folder = smallFilesystem(t, '4m')
+    const filename = join(folder, 'app.db')
+    const filler = fill(folder)
+    // A little room, more or less: enough to create the file, not to migrate it.
+    const reasons: string[] = []
+    for (const kilobytes of [40, 48, 56, 64]) {
+      rmSync(filename, { force: true })
+      rmSync(`${filename}-wal`, { force: true })
+      rmSync(`${filename}-shm`, { force: true })
+      fill(folder)
+      truncateSync(filler, statSync(filler).size - kilobytes * 1024)
+      const result = await runScript('server.ts', { DATABASE_URL: `sqlite:${filename}` })
+      assert.equal(result.code, 1)
+      const reason = result.stderr.replace(`Start-up failed: cannot use DATABASE_URL sqlite:${filename}: `, '')
+      assert.match(reason, /^(database or disk is full|disk I\/O error)\n$/, `${kilobytes} kB free`)
+      reasons.push(reason)
+    }
+    assert.ok(reasons.includes('database or disk is full\n'), 'a migration ran out of room')
+
+    unlinkSync(filler)
+    const service = await startService(t, { DATABASE_URL: `sqlite:${filename}` })
+    assert.equal((await postJsonOver(service.port, '/users', user('Ada'))).statusCode, 201)
   })
 
   test('a database on a read-only filesystem: start-up refuses with one line naming it', async (t) => {

@@ -84,7 +84,9 @@ async function underSqliteWriteLock<T> (db: Kysely<any>, work: (db: Kysely<any>)
       await sql`commit`.execute(connection)
       return result
     } catch (error) {
-      await sql`rollback`.execute(connection)
+      // After some errors (a full disk, an I/O error) SQLite has rolled back by itself, and
+      // ROLLBACK fails with "no transaction is active": the error to report is the first.
+      await sql`rollback`.execute(connection).catch(() => {})
       throw error
     }
   })
