@@ -147,13 +147,18 @@ async function measure (server: Server, workload: Workload, seconds: number, con
   const started = performance.now()
   const [command, ...args] = pin(1, ['wrk', '-t1', `-c${connections}`, `-d${seconds}s`, '--latency', '-s', script, `http://127.0.0.1:${server.port}${workload.path}`])
   const output = execFileSync(command!, args, { encoding: 'utf8' })
-  const requests = Number(/(\d+) requests in/.exec(output)![1])
+  const field = (pattern: RegExp): string => {
+    const match = pattern.exec(output)
+    if (match === null) throw new Error(`${server.name}, ${workload.name}, ${connections} connections: wrk printed no ${pattern}:\n${output}`)
+    return match[1]!
+  }
+  const requests = Number(field(/(\d+) requests in/))
   const unexpected = Number(/unexpected: (\d+)/.exec(output)?.[1] ?? 0)
   if (workload.expect === 201) created201.set(server, (created201.get(server) ?? 0) + requests - unexpected)
   return {
-    rps: Number(/Requests\/sec:\s+([\d.]+)/.exec(output)![1]),
-    p50: toMs(/^\s+50%\s+(\S+)$/m.exec(output)![1]!),
-    p99: toMs(/^\s+99%\s+(\S+)$/m.exec(output)![1]!),
+    rps: Number(field(/Requests\/sec:\s+([\d.]+)/)),
+    p50: toMs(field(/^\s+50%\s+(\S+)$/m)),
+    p99: toMs(field(/^\s+99%\s+(\S+)$/m)),
     cpu: (cpuSeconds(server.process.pid!) - before) / ((performance.now() - started) / 1000),
     unexpected
   }
