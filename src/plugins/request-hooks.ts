@@ -10,6 +10,7 @@ import { randomUUID } from 'node:crypto'
 import type { IncomingMessage } from 'node:http'
 import type { FastifyInstance } from 'fastify'
 import fp from 'fastify-plugin'
+import { AppError } from '../errors.js'
 import type { HeaderSchema } from '../route-schemas.js'
 
 declare module 'fastify' {
@@ -64,7 +65,7 @@ async function requestHooks (app: FastifyInstance): Promise<void> {
     // a 400 of its own, without a body; app.ts turns that check off so that it is made here
     // and answered as every other error is.
     if (request.headers.host === undefined && request.raw.httpVersion === '1.1') {
-      done(Object.assign(new Error('Host header is required in an HTTP/1.1 request'), { statusCode: 400 }))
+      done(new AppError('Host header is required in an HTTP/1.1 request'))
       return
     }
     done()
