@@ -1,11 +1,9 @@
 import assert from 'node:assert/strict'
-import { once } from 'node:events'
 import http from 'node:http'
-import net from 'node:net'
 import { test } from 'node:test'
 import fc from 'fast-check'
 import type { InjectOptions } from 'fastify'
-import { testApp } from './helpers.js'
+import { rawConnection, testApp } from './helpers.js'
 import { startService } from './process.js'
 
 const printable = fc.string({ unit: fc.integer({ min: 0x20, max: 0x7e }).map((code) => String.fromCharCode(code)), maxLength: 40 })
@@ -122,14 +120,10 @@ const rawRequest = fc.record({
  * had yet to answer (README, "Limits and protection").
  */
 async function exchange (port: number, request: string): Promise<string> {
-  const socket = net.connect(port, '127.0.0.1')
-  let received = ''
-  socket.setEncoding('latin1')
-  socket.on('data', (chunk: string) => { received += chunk })
-  socket.on('error', () => {})
-  socket.write(request, 'latin1')
+  const { socket, closed } = await rawConnection(port)
+  socket.write(request)
   const gaveUp = setTimeout(() => socket.destroy(), 10_000)
-  await once(socket, 'close')
+  const received = await closed
   clearTimeout(gaveUp)
   return received
 }

@@ -2,7 +2,9 @@
 import assert from 'node:assert/strict'
 import http from 'node:http'
 import { randomBytes } from 'node:crypto'
+import { once } from 'node:events'
 import { mkdtempSync, rmSync } from 'node:fs'
+import net from 'node:net'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { Writable } from 'node:stream'
@@ -60,6 +62,16 @@ export const testDatabases: TestDatabase[] = [
     url: (t) => postgresSchema(t, postgresUrl as string)
   }
 ]
+
+/** A database of its own on the test server, dropped (if still there) when the test ends. */
+export async function postgresDatabase (t: TestContext, prefix = 'test'): Promise<{ name: string, url: string }> {
+  const name = `${prefix}_${randomBytes(6).toString('hex')}`
+  await postgresQuery(`create database ${name}`)
+  t.after(() => postgresQuery(`drop database if exists ${name} with (force)`))
+  const url = new URL(postgresUrl as string)
+  url.pathname = `/${name}`
+  return { name, url: url.href }
+}
 
 /** Runs an admin statement (create or drop a schema, read pg_stat_activity) on the test server. */
 export async function postgresQuery<Row extends pg.QueryResultRow = pg.QueryResultRow> (text: string, values: unknown[] = [], url = postgresUrl): Promise<Row[]> {
@@ -150,4 +162,16 @@ export async function listeningApp (t: TestContext, env: Env = {}): Promise<{ ap
   const address = app.server.address()
   assert.ok(address !== null && typeof address === 'object')
   return { app, port: address.port }
+}
+
+/** Opens a raw connection and collects whatever the server sends until it closes it. */
+export async function rawConnection (port: number) {
+  const socket = net.connect(port, '127.0.0.1')
+  await once(socket, 'connect')
+  let received = ''
+  socket.setEncoding('utf8')
+  socket.on('data', (chunk: string) => { received += chunk })
+  socket.on('error', () => {})
+  const closed = once(socket, 'close').then(() => received)
+  return { socket, closed }
 }

@@ -6,13 +6,12 @@
  * give each test a schema).
  */
 import { spawn } from 'node:child_process'
-import { randomBytes } from 'node:crypto'
 import { chmodSync, mkdtempSync, openSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import type { TestContext } from 'node:test'
 import { setTimeout as sleep } from 'node:timers/promises'
-import { postgresQuery, type TestDatabase } from './helpers.js'
+import { postgresDatabase, postgresQuery, type TestDatabase } from './helpers.js'
 import { freePort, installed } from './process.js'
 
 const skip = process.env.TEST_DATABASE_URL === undefined
@@ -76,9 +75,7 @@ export const behindPgBouncer: TestDatabase = {
   skip,
   url: async (t: TestContext) => {
     const port = await (started ??= startPgBouncer())
-    const name = `bouncer_${randomBytes(6).toString('hex')}`
-    await postgresQuery(`create database ${name}`)
-    t.after(() => postgresQuery(`drop database ${name} with (force)`))
+    const { name } = await postgresDatabase(t, 'bouncer')
     return `postgres://postgres@127.0.0.1:${port}/${name}`
   }
 }

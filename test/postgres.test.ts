@@ -4,7 +4,7 @@ import { describe, test, type TestContext } from 'node:test'
 import { setTimeout as sleep } from 'node:timers/promises'
 import pg from 'pg'
 import { MIGRATION_LOCK_KEY, migrations as allMigrations } from '../src/db/migrate.js'
-import { captureLogs, postJson, postJsonOver as post, postgresQuery, rawRequest, testApp, testDatabases, type TestDatabase } from './helpers.js'
+import { captureLogs, postJson, postJsonOver as post, postgresDatabase, postgresQuery, rawRequest, testApp, testDatabases, type TestDatabase } from './helpers.js'
 import { behindPgBouncer, pgBouncerClients } from './pgbouncer.js'
 import { runScript, startService } from './process.js'
 import { startTcpProxy } from './tcp-proxy.js'
@@ -243,12 +243,8 @@ describe('PostgreSQL refusing work for a while', { skip: postgres.skip }, () => 
     assert.equal((await postJson(app, '/users', { name: 'Grace', email: 'grace@example.com' })).statusCode, 201)
 
     // A database of its own, dropped under the service.
-    const name = `test_${randomBytes(6).toString('hex')}`
-    await postgresQuery(`create database ${name}`)
-    t.after(async () => { await postgresQuery(`drop database if exists ${name} with (force)`) })
-    const url = new URL(process.env.TEST_DATABASE_URL as string)
-    url.pathname = `/${name}`
-    const dropped = await testApp(t, { DATABASE_URL: url.href })
+    const { name, url } = await postgresDatabase(t)
+    const dropped = await testApp(t, { DATABASE_URL: url })
     assert.equal((await postJson(dropped, '/users', { name: 'Ada', email: 'ada@example.com' })).statusCode, 201)
     await postgresQuery(`drop database ${name} with (force)`)
     assertRefused(await dropped.inject('/users/1'))

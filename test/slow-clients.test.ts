@@ -5,20 +5,8 @@ import http from 'node:http'
 import net from 'node:net'
 import { test, type TestContext } from 'node:test'
 import { setTimeout as sleep } from 'node:timers/promises'
-import { postJsonOver, rawRequest } from './helpers.js'
+import { postJsonOver, rawConnection, rawRequest } from './helpers.js'
 import { fromSource, startService } from './process.js'
-
-/** Opens a raw connection and collects whatever the server sends until it closes it. */
-async function rawConnection (port: number) {
-  const socket = net.connect(port, '127.0.0.1')
-  await once(socket, 'connect')
-  let received = ''
-  socket.setEncoding('utf8')
-  socket.on('data', (chunk: string) => { received += chunk })
-  socket.on('error', () => {})
-  const closed = once(socket, 'close').then(() => received)
-  return { socket, closed }
-}
 
 const timeouts = { HEADERS_TIMEOUT_MS: '1000', REQUEST_TIMEOUT_MS: '2000', DATABASE_URL: 'sqlite::memory:' }
 
