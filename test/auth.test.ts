@@ -84,7 +84,8 @@ test('bad credentials are refused with 401, WWW-Authenticate and a JSON error, n
     ['malformed token', bearer('not.a-jwt'), /^Token is invalid$/],
     ['garbage', bearer('!!!'), /must be "Bearer <token>"/],
     ['wrong signature', bearer(token({ sub: 'alice' }, { key: 'another-secret' })), /^Token is invalid$/],
-    ['expired', bearer(token({ sub: 'alice', exp: now - 10 }, { expiresIn: 0 })), /^Token has expired$/],
+    ['expired', bearer(token({ sub: 'alice', exp: now - 120 }, { expiresIn: 0 })), /^Token has expired$/],
+    ['not valid yet', bearer(token({ sub: 'alice', nbf: now + 120 })), /^Token is not valid yet \(its nbf is in the future\)$/],
     ['no exp', bearer(token({ sub: 'alice' }, { expiresIn: 0 })), /^Token is invalid$/],
     ['no sub', bearer(token({ name: 'alice' })), /^Token is invalid$/],
     ['empty sub', bearer(token({ sub: '' })), /must name its subject/],
@@ -100,6 +101,19 @@ test('bad credentials are refused with 401, WWW-Authenticate and a JSON error, n
   }
   const missing = await app.inject('/users')
   assert.equal(missing.headers['www-authenticate'], 'Bearer realm="api"', 'no error code when no credentials were sent')
+})
+
+test('a token minted on a machine whose clock is up to a minute off is taken; further off, refused', async (t) => {
+  const app = await appWith(t, 'writes')
+  const now = Math.floor(Date.now() / 1000)
+  const status = async (claims: Record<string, unknown>) =>
+    (await app.inject({ method: 'POST', url: '/users', payload: ada, headers: bearer(token({ sub: 'alice', ...claims }, { expiresIn: 0 })) })).statusCode
+  // The minting clock ahead of ours: its nbf and iat are in our future.
+  assert.equal(await status({ iat: now + 50, nbf: now + 50, exp: now + 3650 }), 201, 'nbf 50 s ahead')
+  assert.equal(await status({ iat: now + 90, nbf: now + 90, exp: now + 3690 }), 401, 'nbf 90 s ahead')
+  // Behind ours: its exp is in our past.
+  assert.equal(await status({ iat: now - 3650, exp: now - 50 }), 201, 'exp 50 s ago')
+  assert.equal(await status({ iat: now - 3690, exp: now - 90 }), 401, 'exp 90 s ago')
 })
 
 test('the verified subject reaches the request and its log line', async (t) => {

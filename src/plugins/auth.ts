@@ -25,13 +25,21 @@ declare module '@fastify/jwt' {
 
 export const SECURITY_SCHEME = 'bearerAuth'
 
+/**
+ * How far the clock of the machine that minted a token may be from ours (RFC 7519 §4.1.4:
+ * "some small leeway… to account for clock skew"): a token is taken from a minute before its
+ * `nbf` to a minute after its `exp`. Without it, a token minted on a machine whose clock is a
+ * second ahead, with `nbf`, was refused by every instance whose clock was behind.
+ */
+const CLOCK_SKEW_MS = 60_000
+
 async function auth (app: FastifyInstance, options: { jwt: Config['jwt'] }): Promise<void> {
   if (options.jwt.generated) {
     app.log.warn('JWT_SECRET is not set: using a random secret for this process; tokens will not survive a restart')
   }
   await app.register(jwt, {
     secret: options.jwt.secret,
-    verify: { algorithms: ['HS256'], requiredClaims: ['sub', 'exp'] }
+    verify: { algorithms: ['HS256'], requiredClaims: ['sub', 'exp'], clockTolerance: CLOCK_SKEW_MS }
   })
 }
 
@@ -50,6 +58,12 @@ function unauthorized (message: string, withoutCredentials = false): AppError {
   return new AppError(message, 401, { 'www-authenticate': challenge })
 }
 
+/** What a refused token is told, by fast-jwt's code, where more than "invalid" can be said. */
+const REFUSALS: Record<string, string> = {
+  FAST_JWT_EXPIRED: 'Token has expired',
+  FAST_JWT_INACTIVE: 'Token is not valid yet (its nbf is in the future)'
+}
+
 const BEARER = /^Bearer +([A-Za-z0-9._~+/-]+=*) *$/i
 
 async function requireTokens (app: FastifyInstance, options: { mode: AuthMode }): Promise<void> {
@@ -63,8 +77,7 @@ async function requireTokens (app: FastifyInstance, options: { mode: AuthMode })
     try {
       claims = app.jwt.verify(token)
     } catch (error) {
-      const expired = (error as { code?: string }).code === 'FAST_JWT_EXPIRED'
-      throw unauthorized(expired ? 'Token has expired' : 'Token is invalid')
+      throw unauthorized(REFUSALS[(error as { code?: string }).code ?? ''] ?? 'Token is invalid')
     }
     if (typeof claims.sub !== 'string' || claims.sub === '' || typeof claims.exp !== 'number') {
       throw unauthorized('Token must name its subject (sub) and expiry (exp)')
