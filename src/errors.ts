@@ -14,6 +14,13 @@ import { refTo, type HeaderSchema } from './route-schemas.js'
 
 const JSON_TYPE = 'application/json; charset=utf-8'
 
+declare module 'fastify' {
+  interface FastifyRequest {
+    /** The `error` the client was answered with, if any: its access-log line says it too. */
+    answeredError: string | null
+  }
+}
+
 // Required, not imported: importing node:http as a module reads every one of its exports, and
 // three of them (WebSocket, CloseEvent, MessageEvent) load Node's own copy of undici, a large
 // module the service never uses, into every process (docs/benchmarks.md, "Before and after:
@@ -115,6 +122,7 @@ function replyWithError (error: FastifyError, request: FastifyRequest, reply: Fa
   const { statusCode, message, headers, details, logAs } = answerFor(error)
   if (logAs !== undefined) request.log.error({ err: error }, logAs)
   if (headers !== undefined) reply.headers(headers)
+  request.answeredError = message
   return reply.code(statusCode).type(JSON_TYPE).send(details === undefined ? { error: message } : { error: message, details })
 }
 
@@ -182,9 +190,13 @@ export function answerExpectAndConnect (server: Server): void {
   })
 }
 
-const routeNotFound = (reply: FastifyReply): FastifyReply => reply.code(404).type(JSON_TYPE).send({ error: 'Route not found' })
+function routeNotFound (reply: FastifyReply): FastifyReply {
+  reply.request.answeredError = 'Route not found'
+  return reply.code(404).type(JSON_TYPE).send({ error: 'Route not found' })
+}
 
 export function registerErrorHandlers (app: FastifyInstance): void {
+  app.decorateRequest('answeredError', null)
   // A request no route answers hears that, whatever else is wrong with it (a QUERY without
   // a Content-Type fails before the not-found handler is reached, say).
   app.setErrorHandler((error: FastifyError, request, reply) => request.is404 ? routeNotFound(reply) : replyWithError(error, request, reply))

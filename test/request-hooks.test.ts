@@ -50,6 +50,25 @@ test('each request writes one structured log line with method, route, status and
   assert.equal(logs.lines.filter((line) => line.reqId === 'req-1').length, 1, 'one line per request, not two')
 })
 
+test('the log line of an error answer says what the client was told; a success\'s has no error', async (t) => {
+  const logs = captureLogs()
+  const app = await testApp(t, { LOG_LEVEL: 'info' }, logs.stream)
+  await postJson(app, '/users', { name: 'Ada', email: 'not-an-address' })
+  await app.inject('/users/42')
+  await app.inject('/nowhere')
+  await app.inject({ method: 'POST', url: '/users', headers: { 'content-type': 'application/json' }, payload: '{"name":' })
+  await app.inject('/')
+
+  const errors = logs.lines.filter((line) => line.msg === 'request completed').map((line) => [line.statusCode, line.error])
+  assert.deepEqual(errors, [
+    [400, 'body/email must match format "email"'],
+    [404, 'User not found'],
+    [404, 'Route not found'],
+    [400, 'Body is not valid JSON'],
+    [200, undefined]
+  ])
+})
+
 test('LOG_LEVEL=warn silences the access log', async (t) => {
   const logs = captureLogs()
   const app = await testApp(t, { LOG_LEVEL: 'warn' }, logs.stream)

@@ -82,7 +82,9 @@ async function requestHooks (app: FastifyInstance): Promise<void> {
         route: request.routeOptions.url ?? null,
         statusCode: reply.statusCode,
         responseTime: Math.round(reply.elapsedTime * 100) / 100,
-        user: request.user?.sub
+        user: request.user?.sub,
+        // Why an error answer was given, so that a client's 400 can be understood from the log.
+        error: request.answeredError ?? undefined
       }, 'request completed')
     }
     // A request in flight when closing began was answered with keep-alive; its connection is
