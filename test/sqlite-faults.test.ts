@@ -109,7 +109,7 @@ describe('SQLite under faults of the machine', { skip: needsRoot }, () => {
     assert.equal((await postJsonOver(service.port, '/users', user('Ada'))).statusCode, 201)
   })
 
-  test('a database on a read-only filesystem: start-up refuses with one line naming it', async (t) => {
+  test('a database on a read-only filesystem: start-up refuses with one line naming it and saying so', async (t) => {
     const folder = smallFilesystem(t, '8m')
     const filename = join(folder, 'app.db')
     const { db } = await createDatabase({ dialect: 'sqlite', filename })
@@ -117,7 +117,7 @@ describe('SQLite under faults of the machine', { skip: needsRoot }, () => {
     await db.destroy()
     run('mount', '-o', 'remount,ro', folder)
     await assert.rejects(startService(t, { DATABASE_URL: `sqlite:${filename}` }),
-      (error: Error) => /before listening: Start-up failed: cannot use DATABASE_URL sqlite:\S+app\.db: [^\n]+\n$/.test(error.message))
+      (error: Error) => /before listening: Start-up failed: cannot use DATABASE_URL sqlite:\S+app\.db: the folder \S+ is on a read-only filesystem: [^\n]+\n$/.test(error.message))
   })
 
   test('the database file deleted or replaced, or its WAL removed, under the running service: writes and /ready answer 503, and the log names the file', async (t) => {

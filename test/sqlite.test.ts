@@ -4,9 +4,9 @@
  * returns once it is on the disk.
  */
 import assert from 'node:assert/strict'
-import { spawn } from 'node:child_process'
+import { execFileSync, spawn } from 'node:child_process'
 import { once } from 'node:events'
-import { readdirSync, renameSync } from 'node:fs'
+import { chmodSync, readdirSync, renameSync } from 'node:fs'
 import { join } from 'node:path'
 import { describe, test, type TestContext } from 'node:test'
 import { setTimeout as sleep } from 'node:timers/promises'
@@ -199,6 +199,33 @@ describe('SQLite under the service', () => {
     t.after(() => db.destroy())
     assert.equal(await pragma(db, 'journal_mode'), 'wal')
     assert.equal(await pragma(db, 'synchronous'), 2)
+  })
+
+  test('a database file or folder this process may not write: start-up stops, saying which and why, instead of serving with every write refused', async (t) => {
+    // As root, which may write any file it can open, a file is made immutable (chattr +i) instead.
+    const asRoot = process.getuid?.() === 0
+    const forbidWrites = (path: string) => asRoot ? execFileSync('chattr', ['+i', path]) : chmodSync(path, 0o555)
+    const allowWrites = (path: string) => asRoot ? execFileSync('chattr', ['-i', path]) : chmodSync(path, 0o755)
+    for (const unwritable of ['file', 'folder'] as const) {
+      const folder = temporaryFolder(t)
+      const filename = join(folder, 'app.db')
+      const { db } = await createDatabase({ dialect: 'sqlite', filename })
+      await migrateToLatest(db, 'sqlite')
+      await db.destroy()
+      const path = unwritable === 'file' ? filename : folder
+      forbidWrites(path)
+      try {
+        await assert.rejects(testApp(t, { DATABASE_URL: `sqlite:${filename}` }), (error: Error) => {
+          const named = unwritable === 'file' ? `${filename} is not writable by this process` : `the folder ${folder} is not writable by this process`
+          assert.ok(error.message.startsWith(`cannot use DATABASE_URL sqlite:${filename}: ${named}`), error.message)
+          return true
+        })
+      } finally {
+        allowWrites(path)
+      }
+      const app = await testApp(t, { DATABASE_URL: `sqlite:${filename}` })
+      assert.equal((await postJson(app, '/users', { name: 'Ada', email: 'ada@example.com' })).statusCode, 201, 'starts once it may write')
+    }
   })
 
   test('while another process holds the write lock: /health stays prompt, /ready and writes answer 503 in bounded time, and all recovers', async (t) => {

@@ -4,7 +4,7 @@
  * it directly; the service reaches its database through `queries.ts`, which keeps SQLite's
  * waits (for the disk, for another process's lock) off the event loop.
  */
-import { mkdirSync } from 'node:fs'
+import { accessSync, constants, mkdirSync } from 'node:fs'
 import { dirname } from 'node:path'
 import { createRequire } from 'node:module'
 import { setTimeout as sleep } from 'node:timers/promises'
@@ -104,12 +104,41 @@ async function switchToWal (database: SQLite.Database): Promise<void> {
  */
 export async function openSqliteFile (filename: string, { mustExist = false } = {}): Promise<SQLite.Database> {
   const BetterSqlite3: typeof SQLite = require('better-sqlite3')
-  if (filename !== ':memory:' && !mustExist) mkdirSync(dirname(filename), { recursive: true })
+  if (filename !== ':memory:') {
+    if (!mustExist) mkdirSync(dirname(filename), { recursive: true })
+    refuseUnwritable(filename)
+  }
   const database = new BetterSqlite3(filename, { fileMustExist: mustExist })
   database.pragma(`busy_timeout = ${BUSY_TIMEOUT_MS}`)
   if (filename !== ':memory:') await switchToWal(database)
   database.pragma('synchronous = FULL')
   return database
+}
+
+/**
+ * Refuses a database this process cannot write, saying why. SQLite would open a file it may
+ * not write read-only, without a word, so that a database restored by another user (root,
+ * say) would start, answer reads and `/ready`, and refuse every write; and it needs to create
+ * files beside the database (its -wal and -shm).
+ */
+function refuseUnwritable (filename: string): void {
+  const folder = dirname(filename)
+  const folderProblem = writeProblem(folder)
+  if (folderProblem !== undefined) throw new Error(`the folder ${folder} ${folderProblem}: SQLite creates files beside the database (its -wal and -shm)`)
+  const fileProblem = writeProblem(filename)
+  if (fileProblem !== undefined) throw new Error(`${filename} ${fileProblem}: SQLite would open it read-only, and every write would fail`)
+}
+
+/** Why this process may not write `path`; nothing when it may, or when nothing is there yet (SQLite makes the file). */
+function writeProblem (path: string): string | undefined {
+  try {
+    accessSync(path, constants.W_OK)
+    return undefined
+  } catch (error) {
+    const code = (error as NodeJS.ErrnoException).code
+    if (code === 'ENOENT') return undefined
+    return code === 'EROFS' ? 'is on a read-only filesystem' : `is not writable by this process (user id ${process.getuid?.() ?? 'unknown'}, ${code})`
+  }
 }
 
 /**
