@@ -100,6 +100,29 @@ for (const database of [postgres, behindPgBouncer]) {
       assert.doesNotMatch(logs, new RegExp(password), 'no log line shows the password')
     })
 
+    test('pooled connections whose far end vanished without a word (a failover, a host lost) fail one request each at most, then are replaced', async (t) => {
+      const url = new URL(await database.url(t))
+      const proxy = await startTcpProxy(t, { host: url.hostname, port: Number(url.port || 5432) })
+      const service = await startService(t, { DATABASE_URL: through(url.href, proxy.port), DATABASE_POOL_SIZE: '4' })
+      const lookups = async () => await Promise.all(Array.from({ length: 8 }, async () => {
+        const started = Date.now()
+        const { statusCode } = await rawRequest(service.port, { path: '/users/1' })
+        return { statusCode, seconds: (Date.now() - started) / 1000 }
+      }))
+      assert.equal((await post(service.port, '/users', { name: 'Ada', email: 'ada@example.com' })).statusCode, 201)
+      await lookups()
+
+      proxy.freeze()
+      // Each connection of the pool fails the request it is lent for (503 at the query timeout).
+      for (const { statusCode } of await lookups()) assert.ok([200, 503].includes(statusCode), String(statusCode))
+      // By then each was discarded, and new ones serve: no request waits for a dead one again.
+      for (const { statusCode, seconds } of await lookups()) {
+        assert.equal(statusCode, 200)
+        assert.ok(seconds < 2, `answered after ${seconds} s`)
+      }
+      assert.equal((await rawRequest(service.port, { path: '/ready' })).statusCode, 200)
+    })
+
     test('an unreachable database stops start-up within 15 s with one line naming DATABASE_URL, password hidden', async (t) => {
       const url = new URL(await database.url(t))
       const proxy = await startTcpProxy(t, { host: url.hostname, port: Number(url.port || 5432) })

@@ -26,8 +26,13 @@ export interface PoolStats {
 
 export interface DatabaseHandle {
   db: Kysely<Database>
-  /** Connections of the PostgreSQL pool right now; SQLite has no pool. */
-  poolStats?: () => PoolStats
+  /** PostgreSQL's pool, under `db` too; SQLite has none. */
+  postgres?: {
+    /** Runs one statement on a connection of the pool; resolves with its rows. */
+    run: (sql: string, parameters: readonly unknown[]) => Promise<unknown[]>
+    /** Connections of the pool right now. */
+    poolStats: () => PoolStats
+  }
 }
 
 /**
@@ -45,7 +50,7 @@ const QUERY_TIMEOUT_MS = 5000
 export async function createDatabase (config: DatabaseConfig, onConnectionError: (error: Error) => void = () => {}): Promise<DatabaseHandle> {
   if (config.dialect === 'postgres') {
     // Loaded only here: on SQLite, the default, start-up skips it.
-    const { Pool }: typeof pg = require('pg')
+    const { DatabaseError, Pool }: typeof pg = require('pg')
     const pool = new Pool({
       connectionString: config.connectionString,
       max: config.poolSize,
@@ -62,7 +67,29 @@ export async function createDatabase (config: DatabaseConfig, onConnectionError:
     pool.on('connect', (client) => client.on('error', () => {}))
     return {
       db: new Kysely<Database>({ dialect: new PostgresDialect({ pool }) }),
-      poolStats: () => ({ open: pool.totalCount, idle: pool.idleCount, waiting: pool.waitingCount })
+      postgres: {
+        /**
+         * A connection whose statement failed other than by the server's own answer (no answer
+         * within QUERY_TIMEOUT_MS, a network error) is closed, not given back to the pool, which
+         * opens a new one when needed. Kysely gives every connection back: one whose far end
+         * vanished without a word (a failover moved the address, a host lost power) would then
+         * fail every statement it was lent for, each after the timeout, for as long as the
+         * kernel takes to give up on it (many minutes), while new connections would work.
+         */
+        async run (sql, parameters) {
+          const client = await pool.connect()
+          let broken: Error | undefined
+          try {
+            return (await client.query(sql, [...parameters])).rows
+          } catch (error) {
+            if (!(error instanceof DatabaseError)) broken = error as Error
+            throw error
+          } finally {
+            client.release(broken)
+          }
+        },
+        poolStats: () => ({ open: pool.totalCount, idle: pool.idleCount, waiting: pool.waitingCount })
+      }
     }
   }
   return { db: sqliteKysely(await openSqliteFile(config.filename)) }

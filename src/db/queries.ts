@@ -36,16 +36,20 @@ export async function openQueryRunner (config: DatabaseConfig, log: OutageLogger
 }
 
 async function openPostgresQueries (config: DatabaseConfig, log: OutageLogger): Promise<QueryRunner> {
-  const { db, poolStats } = await createDatabase(config, (error) => {
+  const { db, postgres } = await createDatabase(config, (error) => {
     log.warn({ err: error }, 'database connection lost; it will be reopened when needed')
   })
+  const { run: runStatement, poolStats } = postgres!
   try {
     await migrateToLatest(db, 'postgres')
   } catch (error) {
     await db.destroy()
     throw error
   }
-  const run = async <Row>(query: CompiledQuery<Row>): Promise<Row[]> => await fromDatabase(async () => (await db.executeQuery(query)).rows)
+  // Kysely builds and compiles the queries (and runs the migrations); the pool runs them, so
+  // that a connection the network has dropped is discarded (database.ts).
+  const run = async <Row>(query: CompiledQuery<Row>): Promise<Row[]> =>
+    await fromDatabase(async () => await runStatement(query.sql, query.parameters) as Row[])
   return {
     db,
     read: run,
