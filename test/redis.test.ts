@@ -56,6 +56,34 @@ describe('rate limits shared through Redis', { skip: redisUrl === undefined ? 'T
     assert.equal(logs.lines.filter((line) => /^Redis available again/.test(line.msg)).length, 1)
   })
 
+  test('a Redis connection that stops answering (its server gone without a word, or hung) is replaced within seconds; meanwhile requests are served', async (t) => {
+    const redis = new URL(redisUrl as string)
+    const proxy = await startTcpProxy(t, { host: redis.hostname, port: Number(redis.port || 6379) })
+    const logs = captureLogs()
+    const app = await testApp(t, { RATE_LIMIT_MAX: '2', REDIS_URL: `redis://127.0.0.1:${proxy.port}`, LOG_LEVEL: 'info' }, logs.stream)
+    const timed = async (client: string) => {
+      const started = performance.now()
+      const { statusCode } = await app.inject({ url: '/', remoteAddress: client })
+      return { statusCode, ms: performance.now() - started }
+    }
+    assert.equal((await timed(someClient())).statusCode, 200)
+
+    proxy.freeze()
+    const stalled = await timed(someClient())
+    assert.equal(stalled.statusCode, 200, 'served while Redis does not answer')
+    // Limiting again, on a new connection, and no request waiting on the dead one.
+    let after: Array<{ statusCode: number, ms: number }> = []
+    const back = (answers: typeof after) => answers.map(({ statusCode }) => statusCode).join() === '200,200,429' && answers.every(({ ms }) => ms < 200)
+    for (let attempt = 0; attempt < 50 && !back(after); attempt++) {
+      await sleep(100)
+      const client = someClient()
+      after = [await timed(client), await timed(client), await timed(client)]
+    }
+    assert.ok(back(after), `still waiting on the dead connection 5 s on: ${JSON.stringify(after)}`)
+    assert.equal(logs.lines.filter((line) => /^Redis did not answer in time/.test(line.msg)).length, 1)
+    assert.equal(logs.lines.filter((line) => /^Redis available again/.test(line.msg)).length, 1)
+  })
+
   test('a service whose Redis is down at start-up starts all the same, unlimited, with one warning', async (t) => {
     const redis = new URL(redisUrl as string)
     const proxy = await startTcpProxy(t, { host: redis.hostname, port: Number(redis.port || 6379) })

@@ -23,6 +23,9 @@ const RATE_LIMIT_HEADERS: Record<string, HeaderSchema> = {
 }
 
 const CONNECT_TIMEOUT_MS = 1000
+const COMMAND_TIMEOUT_MS = 250
+/** How often the connection to Redis is checked, by a ping answered within COMMAND_TIMEOUT_MS. */
+const WATCHDOG_INTERVAL_MS = 1000
 
 /**
  * Redis for the counters, failing fast while it is unreachable, reconnecting by itself. Start-up
@@ -36,7 +39,10 @@ async function sharedCounters (app: FastifyInstance, url: string): Promise<Redis
     enableOfflineQueue: false,
     maxRetriesPerRequest: 1,
     connectTimeout: CONNECT_TIMEOUT_MS,
-    commandTimeout: 250,
+    commandTimeout: COMMAND_TIMEOUT_MS,
+    // A connection being closed is destroyed if its far end has not closed it by then: one that
+    // vanished never will.
+    disconnectTimeout: COMMAND_TIMEOUT_MS,
     retryStrategy: (attempt) => Math.min(attempt * 200, 2000)
   })
   let available = true
@@ -50,7 +56,27 @@ async function sharedCounters (app: FastifyInstance, url: string): Promise<Redis
     available = true
     app.log.info('Redis available again: rate limiting is back')
   })
-  app.addHook('onClose', async () => { redis.disconnect() })
+  // A connection whose far end vanished without a word (Redis failed over, its host lost, the
+  // process hung) stays open, and every command on it would wait out its timeout, each request
+  // with it, until the kernel gave up on it, many minutes on. A ping that gets no answer in time
+  // replaces the connection.
+  let closing = false
+  const watchdog = setInterval(() => {
+    if (redis.status !== 'ready') return
+    redis.ping().catch((error: Error) => {
+      if (closing) return
+      if (available) {
+        available = false
+        app.log.warn({ err: error }, 'Redis did not answer in time: reconnecting; requests are served without rate limiting until it is back')
+      }
+      redis.disconnect(true)
+    })
+  }, WATCHDOG_INTERVAL_MS).unref()
+  app.addHook('onClose', async () => {
+    closing = true
+    clearInterval(watchdog)
+    redis.disconnect()
+  })
   await once(redis, 'ready', { signal: AbortSignal.timeout(CONNECT_TIMEOUT_MS) }).catch(() => {})
   return redis
 }
