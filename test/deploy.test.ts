@@ -4,10 +4,13 @@
  * given to stop covers the drain and the grace that follows it.
  */
 import assert from 'node:assert/strict'
+import { spawnSync } from 'node:child_process'
 import { readFileSync } from 'node:fs'
+import { fileURLToPath } from 'node:url'
 import { test } from 'node:test'
 import { parse, parseAllDocuments } from 'yaml'
 import { loadConfig, SETTINGS, SHUTDOWN_GRACE_MS } from '../src/config.js'
+import { installed } from './process.js'
 
 const deploy = (file: string) => readFileSync(new URL(`../deploy/${file}`, import.meta.url), 'utf8')
 
@@ -55,4 +58,14 @@ test('the compose file runs three instances, PostgreSQL, Redis and HAProxy, with
     const graceSeconds = Number(/^(\d+)s$/.exec(instance.stop_grace_period)?.[1])
     assert.ok(graceSeconds * 1000 > config.shutdownDrainMs + SHUTDOWN_GRACE_MS, `${name}: stop_grace_period covers drain and grace`)
   }
+})
+
+test('HAProxy accepts haproxy.cfg as it is, and starts with no instance up yet, looking them up by name as it runs', {
+  skip: installed('haproxy') ? false : 'haproxy is not installed (CI installs Debian\'s package)'
+}, () => {
+  const haproxy = deploy('haproxy.cfg')
+  assert.match(haproxy, /^resolvers compose\n\s+parse-resolv-conf$/m, 'names are looked up again in the compose network\'s DNS')
+  assert.match(haproxy, /default-server resolvers compose init-addr last,libc,none/)
+  const check = spawnSync('haproxy', ['-c', '-f', fileURLToPath(new URL('../deploy/haproxy.cfg', import.meta.url))], { encoding: 'utf8' })
+  assert.equal(check.status, 0, check.stdout + check.stderr)
 })
