@@ -6,9 +6,11 @@ import { createServer, type AddressInfo } from 'node:net'
 import { join } from 'node:path'
 import { after, describe, test } from 'node:test'
 import { setTimeout as sleep } from 'node:timers/promises'
+import { sql } from 'kysely'
 import { bundle } from '../scripts/build.js'
+import { createDatabase } from '../src/db/database.js'
 import { migrations } from '../src/db/migrate.js'
-import { postgresQuery, postJsonOver, rawRequest, temporaryFolder, testDatabases } from './helpers.js'
+import { postgresQuery, postJsonOver, rawRequest, temporaryFolder, testConfig, testDatabases } from './helpers.js'
 import { behindPgBouncer } from './pgbouncer.js'
 import { fromSource, installed, repositoryRoot, runNode, runScript, signalGroup, startService } from './process.js'
 
@@ -273,6 +275,28 @@ for (const database of [...testDatabases, behindPgBouncer]) {
       const second = await runScript('cli/migrate.ts', env)
       assert.equal(second.code, 0, second.stderr)
       assert.match(second.stdout, /^Schema is up to date\.$/m)
+    })
+
+    test('a database that a newer version migrated further (this one rolled back to, or started during a rolling update) serves; one lacking a migration this version needs is refused', async (t) => {
+      const env = { DATABASE_URL: await database.url(t) }
+      assert.equal((await runScript('cli/migrate.ts', env)).code, 0)
+      const { db } = await createDatabase(testConfig(env).database)
+      t.after(() => db.destroy())
+      await sql`insert into kysely_migration (name, timestamp) values ('2099-01-01-of-a-newer-version', '2099-01-01T00:00:00.000Z')`.execute(db)
+
+      const service = await startService(t, env)
+      assert.equal((await postJsonOver(service.port, '/users', { name: 'Ada', email: 'ada@example.com' })).statusCode, 201)
+      const warning = service.stdout.map((line) => JSON.parse(line)).find((line) => line.msg.startsWith('the database was migrated by a newer version'))
+      assert.deepEqual(warning?.migrations, ['2099-01-01-of-a-newer-version'])
+      const migrate = await runScript('cli/migrate.ts', env)
+      assert.equal(migrate.code, 0, migrate.stderr)
+      assert.match(migrate.stdout, /^Nothing to apply: a newer version of the service has migrated the database further \(2099-01-01-of-a-newer-version\)\.$/m)
+
+      const needed = Object.keys(migrations('sqlite')).at(-1)!
+      await sql`delete from kysely_migration where name = ${needed}`.execute(db)
+      const refused = await runScript('cli/migrate.ts', env)
+      assert.equal(refused.code, 1)
+      assert.match(refused.stderr, new RegExp(`^Migration failed: .*does not know \\(2099-01-01-of-a-newer-version\\) but not ${needed}, which it needs`, 'm'))
     })
   })
 }

@@ -8,10 +8,10 @@ try {
   const { database } = loadConfig(readEnvironment())
   const { db } = await createDatabase(database)
   try {
-    const applied = await migrateToLatest(db, database.dialect)
-    process.stdout.write(applied.length === 0
-      ? 'Schema is up to date.\n'
-      : `Applied: ${applied.join(', ')}\n`)
+    const { applied, newer } = await migrateToLatest(db, database.dialect)
+    process.stdout.write(newer.length > 0
+      ? `Nothing to apply: a newer version of the service has migrated the database further (${newer.join(', ')}).\n`
+      : applied.length === 0 ? 'Schema is up to date.\n' : `Applied: ${applied.join(', ')}\n`)
   } finally {
     await db.destroy()
   }

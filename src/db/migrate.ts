@@ -5,7 +5,7 @@
  * takes a lock every other must wait for (`underPostgresLock`, `underSqliteWriteLock`).
  */
 import { sql, type Kysely } from 'kysely'
-import { Migrator, type Migration, type MigrationProvider } from 'kysely/migration'
+import { DEFAULT_MIGRATION_TABLE, Migrator, type Migration, type MigrationProvider } from 'kysely/migration'
 import type { Dialect } from './database.js'
 import { createUsers } from './migrations/2026-11-22-create-users.js'
 import { countUsers } from './migrations/2026-11-24-count-users.js'
@@ -22,15 +22,56 @@ export function migrations (dialect: Dialect): Record<string, Migration> {
   }
 }
 
-export async function migrateToLatest (db: Kysely<any>, dialect: Dialect): Promise<string[]> {
-  const migrate = async (db: Kysely<any>) => {
-    const provider: MigrationProvider = { getMigrations: async () => migrations(dialect) }
-    const migrator = new Migrator({ db, provider, migrationTableSchema: await currentSchema(db, dialect) })
+export interface MigrationOutcome {
+  /** The migrations this run applied. */
+  applied: string[]
+  /** Migrations the database has run that this version does not know: a newer version ran them. */
+  newer: string[]
+}
+
+/** What start-up logs, at `warn`, when the database was migrated by a newer version. */
+export const NEWER_SCHEMA = 'the database was migrated by a newer version of the service: this version runs on it as it is, without migrating'
+
+/**
+ * Brings the schema to the latest version this code knows. A database that a newer version
+ * has migrated further (this version was rolled back to, or starts beside newer instances
+ * during a rolling update) is left as it is, provided it has every migration this version
+ * knows: migrations only add, so the schema of a newer version serves an older one (README,
+ * "Storage"). Kysely's migrator would refuse it as corrupted, and the older version could not
+ * start.
+ */
+export async function migrateToLatest (db: Kysely<any>, dialect: Dialect): Promise<MigrationOutcome> {
+  const migrate = async (db: Kysely<any>): Promise<MigrationOutcome> => {
+    const schema = await currentSchema(db, dialect)
+    const known = migrations(dialect)
+    const executed = await executedMigrations(db, dialect, schema)
+    const newer = executed.filter((name) => !(name in known))
+    if (newer.length > 0) {
+      const missing = Object.keys(known).filter((name) => !executed.includes(name))
+      if (missing.length > 0) {
+        throw new Error(`the database has run migrations this version does not know (${newer.join(', ')}) but not ${missing.join(', ')}, ` +
+          'which it needs: migrate it with a version that knows them all')
+      }
+      return { applied: [], newer }
+    }
+    const provider: MigrationProvider = { getMigrations: async () => known }
+    const migrator = new Migrator({ db, provider, migrationTableSchema: schema })
     const { error, results } = await migrator.migrateToLatest()
     if (error !== undefined) throw error
-    return (results ?? []).filter((result) => result.status === 'Success').map((result) => result.migrationName)
+    return { applied: (results ?? []).filter((result) => result.status === 'Success').map((result) => result.migrationName), newer: [] }
   }
   return dialect === 'sqlite' ? await underSqliteWriteLock(db, migrate) : await underPostgresLock(db, migrate)
+}
+
+/** The names of the migrations the database records as run; none on a new database. */
+async function executedMigrations (db: Kysely<any>, dialect: Dialect, schema: string | undefined): Promise<string[]> {
+  const table = dialect === 'postgres'
+    ? sql<{ found: boolean | number }>`select to_regclass(format('%I.%I', ${schema}::text, ${DEFAULT_MIGRATION_TABLE}::text)) is not null as found`
+    : sql<{ found: boolean | number }>`select count(*) > 0 as found from sqlite_master where type = 'table' and name = ${DEFAULT_MIGRATION_TABLE}`
+  const [exists] = (await table.execute(db)).rows
+  if (exists === undefined || !exists.found) return []
+  const rows = await (schema === undefined ? db : db.withSchema(schema)).selectFrom(DEFAULT_MIGRATION_TABLE).select('name').execute()
+  return rows.map((row: { name: string }) => row.name)
 }
 
 /** Any fixed number, the same in every instance: the key of the advisory lock below. */

@@ -10,7 +10,7 @@ import type { CompiledQuery, Kysely } from 'kysely'
 import type { DatabaseConfig } from '../config.js'
 import { createDatabase, type PoolStats } from './database.js'
 import { fromDatabase, outageLog, type OutageLogger } from './errors.js'
-import { migrateToLatest } from './migrate.js'
+import { migrateToLatest, NEWER_SCHEMA } from './migrate.js'
 import type { Database } from './schema.js'
 import { openSqliteQueries } from './sqlite-queries.js'
 
@@ -41,7 +41,8 @@ async function openPostgresQueries (config: DatabaseConfig, log: OutageLogger): 
   })
   const { run: runStatement, poolStats } = postgres!
   try {
-    await migrateToLatest(db, 'postgres')
+    const { newer } = await migrateToLatest(db, 'postgres')
+    if (newer.length > 0) log.warn({ migrations: newer }, NEWER_SCHEMA)
   } catch (error) {
     await db.destroy()
     throw error

@@ -11,6 +11,7 @@ import { once } from 'node:events'
 import { Worker } from 'node:worker_threads'
 import { CompiledQuery, DummyDriver, Kysely, SqliteAdapter, SqliteIntrospector, SqliteQueryCompiler } from 'kysely'
 import { classified, DatabaseUnavailableError, type OutageLogger } from './errors.js'
+import { NEWER_SCHEMA } from './migrate.js'
 import type { QueryRunner } from './queries.js'
 import type { Database } from './schema.js'
 
@@ -68,6 +69,8 @@ interface WorkerThread {
   /** Stops waiting for a batch's answer. */
   forget: (id: number) => void
   close: () => Promise<void>
+  /** Migrations the file has run that this version does not know (a newer version ran them). */
+  newerMigrations: string[]
 }
 
 const describeStop = (error: Error): ErrorDescription =>
@@ -109,6 +112,7 @@ async function startWorker (filename: string, reopening: boolean, stopped: (erro
   worker.on('exit', (code) => die(new Error(`exit code ${code}`)))
 
   return {
+    newerMigrations: started.newerMigrations,
     post (batch, answer) {
       if (stop !== undefined) {
         answer({ id: batch.id, failed: describeStop(stop) })
@@ -150,7 +154,8 @@ export async function openSqliteQueries (filename: string, log: OutageLogger): P
       : 'the SQLite worker stopped; the database will be reopened when needed')
   }
   let worker: Promise<WorkerThread> | undefined = startWorker(filename, false, workerStopped)
-  await worker
+  const { newerMigrations } = await worker
+  if (newerMigrations.length > 0) log.warn({ migrations: newerMigrations }, NEWER_SCHEMA)
   let closed = false
   let lastFailure: { error: Error, at: number } | undefined
 
