@@ -204,6 +204,19 @@ describe('PostgreSQL refusing work for a while', { skip: postgres.skip }, () => 
     assert.equal(response.headers['retry-after'], '1')
   }
 
+  test('a server that closes idle connections (idle_session_timeout) costs no request, and logs no warning for it', async (t) => {
+    const role = await schemaOfItsOwnRole(t)
+    await role.set("set idle_session_timeout = '300ms'")
+    const logs = captureLogs()
+    const app = await testApp(t, { DATABASE_URL: role.url, LOG_LEVEL: 'info', JWT_SECRET: 'a-test-secret-that-is-long-enough-for-hs256' }, logs.stream)
+    for (let round = 0; round < 3; round++) {
+      assert.equal((await app.inject('/users')).statusCode, 200)
+      await sleep(600)
+    }
+    assert.deepEqual(logs.lines.filter((line) => line.level >= 40).map((line) => line.msg), [])
+    assert.ok(logs.lines.some((line) => line.msg.startsWith('the database closed an idle connection')), 'one line says why the connection went')
+  })
+
   test('a read-only server, a lock or statement timeout: 503 with Retry-After, never 500; under a read-only server reads go on and the outage of writes is one log line', async (t) => {
     // Ended first, whatever happens, so that dropping the schema never waits for its lock.
     const holder = new pg.Client({ connectionString: process.env.TEST_DATABASE_URL })

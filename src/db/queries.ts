@@ -35,9 +35,15 @@ export async function openQueryRunner (config: DatabaseConfig, log: OutageLogger
   return withOutageLog(runner, log)
 }
 
+/** PostgreSQL's SQLSTATE for a session it ended for being idle too long. */
+const IDLE_SESSION_TIMEOUT = '57P05'
+
 async function openPostgresQueries (config: DatabaseConfig, log: OutageLogger): Promise<QueryRunner> {
   const { db, postgres } = await createDatabase(config, (error) => {
-    log.warn({ err: error }, 'database connection lost; it will be reopened when needed')
+    // The server closing a connection left idle past its idle_session_timeout is its policy, not
+    // a fault: one line without a stack, not a warning for every connection the pool held.
+    if ((error as { code?: unknown }).code === IDLE_SESSION_TIMEOUT) log.info({}, 'the database closed an idle connection (idle_session_timeout); a new one opens when needed')
+    else log.warn({ err: error }, 'database connection lost; it will be reopened when needed')
   })
   const { run: runStatement, poolStats } = postgres!
   try {
