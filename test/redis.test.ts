@@ -3,13 +3,23 @@
  * TEST_REDIS_URL names (CI starts the machine's, on 127.0.0.1:6379).
  */
 import assert from 'node:assert/strict'
+import { spawn } from 'node:child_process'
 import { randomInt } from 'node:crypto'
 import { describe, test } from 'node:test'
 import { setTimeout as sleep } from 'node:timers/promises'
-import { captureLogs, testApp } from './helpers.js'
+import { Redis } from 'ioredis'
+import { captureLogs, temporaryFolder, testApp } from './helpers.js'
+import { freePort, installed } from './process.js'
 import { startTcpProxy } from './tcp-proxy.js'
 
 const redisUrl = process.env.TEST_REDIS_URL
+
+/** Waits up to 5 s for as many log lines matching `pattern` as `count`; returns how many there are. */
+async function linesMatching (lines: Array<Record<string, any>>, pattern: RegExp, count = 1): Promise<number> {
+  const matching = () => lines.filter((line) => pattern.test(line.msg)).length
+  for (let attempt = 0; attempt < 50 && matching() < count; attempt++) await sleep(100)
+  return matching()
+}
 
 /** A client address of its own for each test, so that runs never share a counter in Redis. */
 const someClient = () => `10.${randomInt(256)}.${randomInt(256)}.${randomInt(1, 255)}`
@@ -53,7 +63,7 @@ describe('rate limits shared through Redis', { skip: redisUrl === undefined ? 'T
       limited = (await requests(someClient(), 3))[2] === 429
     }
     assert.ok(limited, 'limiting is back once Redis is')
-    assert.equal(logs.lines.filter((line) => /^Redis available again/.test(line.msg)).length, 1)
+    assert.equal(await linesMatching(logs.lines, /^Redis available again/), 1)
   })
 
   test('a Redis connection that stops answering (its server gone without a word, or hung) is replaced within seconds; meanwhile requests are served', async (t) => {
@@ -80,8 +90,43 @@ describe('rate limits shared through Redis', { skip: redisUrl === undefined ? 'T
       after = [await timed(client), await timed(client), await timed(client)]
     }
     assert.ok(back(after), `still waiting on the dead connection 5 s on: ${JSON.stringify(after)}`)
-    assert.equal(logs.lines.filter((line) => /^Redis did not answer in time/.test(line.msg)).length, 1)
-    assert.equal(logs.lines.filter((line) => /^Redis available again/.test(line.msg)).length, 1)
+    assert.equal(logs.lines.filter((line) => /^Redis cannot keep the counts now/.test(line.msg)).length, 1)
+    assert.equal(await linesMatching(logs.lines, /^Redis available again/), 1)
+  })
+
+  test('a Redis that takes no writes (the old primary, once a failover has moved it): one warning, requests served; limiting back once it takes writes', {
+    skip: installed('redis-server') ? false : 'redis-server is not installed'
+  }, async (t) => {
+    const port = await freePort()
+    // Its own folder: a replica writes the copy it receives from its primary to disk.
+    const server = spawn('redis-server', ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--dir', temporaryFolder(t)], { stdio: 'ignore' })
+    t.after(() => server.kill('SIGKILL'))
+    const admin = new Redis(port, '127.0.0.1', { retryStrategy: () => 50 })
+    admin.on('error', () => {}) // refused until the server listens; it retries
+    t.after(() => admin.disconnect())
+    const primary = new URL(redisUrl as string)
+    await admin.replicaof(primary.hostname, primary.port || '6379')
+
+    const logs = captureLogs()
+    const app = await testApp(t, { RATE_LIMIT_MAX: '2', REDIS_URL: `redis://127.0.0.1:${port}`, LOG_LEVEL: 'info' }, logs.stream)
+    const warning = /^Redis cannot keep the counts now/
+    assert.equal(await linesMatching(logs.lines, warning), 1)
+    assert.match(logs.lines.find((line) => warning.test(line.msg))?.err?.message, /^READONLY/, 'the warning says why')
+    const client = someClient()
+    const statuses = []
+    for (let i = 0; i < 4; i++) statuses.push((await app.inject({ url: '/', remoteAddress: client })).statusCode)
+    assert.deepEqual(statuses, [200, 200, 200, 200], 'served, unlimited, while counts cannot be kept')
+
+    await admin.replicaof('NO', 'ONE')
+    let limited = false
+    for (let attempt = 0; attempt < 50 && !limited; attempt++) {
+      await sleep(100)
+      const other = someClient()
+      limited = [await app.inject({ url: '/', remoteAddress: other }), await app.inject({ url: '/', remoteAddress: other }), await app.inject({ url: '/', remoteAddress: other })][2]!.statusCode === 429
+    }
+    assert.ok(limited, 'limiting is back once Redis takes writes')
+    assert.equal(logs.lines.filter((line) => warning.test(line.msg)).length, 1, 'one warning, however many reconnections')
+    assert.equal(await linesMatching(logs.lines, /^Redis available again/), 1)
   })
 
   test('a service whose Redis is down at start-up starts all the same, unlimited, with one warning', async (t) => {

@@ -24,8 +24,10 @@ const RATE_LIMIT_HEADERS: Record<string, HeaderSchema> = {
 
 const CONNECT_TIMEOUT_MS = 1000
 const COMMAND_TIMEOUT_MS = 250
-/** How often the connection to Redis is checked, by a ping answered within COMMAND_TIMEOUT_MS. */
+/** How often Redis is checked by a write, which must be answered within COMMAND_TIMEOUT_MS. */
 const WATCHDOG_INTERVAL_MS = 1000
+const NAMESPACE = 'user-records-rate-limit:'
+const WATCHDOG_KEY = `${NAMESPACE}watchdog`
 
 /**
  * Redis for the counters, failing fast while it is unreachable, reconnecting by itself. Start-up
@@ -46,29 +48,29 @@ async function sharedCounters (app: FastifyInstance, url: string): Promise<Redis
     retryStrategy: (attempt) => Math.min(attempt * 200, 2000)
   })
   let available = true
-  redis.on('error', (error: Error) => {
+  const down = (error: Error, message: string) => {
     if (!available) return
     available = false
-    app.log.warn({ err: error }, 'Redis unavailable: requests are served without rate limiting until it is back')
-  })
-  redis.on('ready', () => {
-    if (available) return
-    available = true
-    app.log.info('Redis available again: rate limiting is back')
-  })
-  // A connection whose far end vanished without a word (Redis failed over, its host lost, the
-  // process hung) stays open, and every command on it would wait out its timeout, each request
-  // with it, until the kernel gave up on it, many minutes on. A ping that gets no answer in time
-  // replaces the connection.
+    app.log.warn({ err: error }, message)
+  }
+  redis.on('error', (error: Error) => { down(error, 'Redis unavailable: requests are served without rate limiting until it is back') })
+  // Each second a key is written, as the limiter writes its counts, and limiting is "back"
+  // once one is. A connection whose far end vanished without a word (Redis failed over, its
+  // host lost, the process hung) stays open, and every count on it would wait out its timeout,
+  // each request with it, until the kernel gave up on it many minutes on; a Redis that takes no
+  // writes (the old primary, a replica once a failover has moved the primary) refuses every
+  // count, which the limiter skips without a word. Either way the connection is replaced, and
+  // reconnecting reaches whatever server the URL names by then.
   let closing = false
   const watchdog = setInterval(() => {
     if (redis.status !== 'ready') return
-    redis.ping().catch((error: Error) => {
+    redis.set(WATCHDOG_KEY, '1', 'PX', 2 * WATCHDOG_INTERVAL_MS).then(() => {
+      if (available) return
+      available = true
+      app.log.info('Redis available again: rate limiting is back')
+    }, (error: Error) => {
       if (closing) return
-      if (available) {
-        available = false
-        app.log.warn({ err: error }, 'Redis did not answer in time: reconnecting; requests are served without rate limiting until it is back')
-      }
+      down(error, 'Redis cannot keep the counts now: reconnecting; requests are served without rate limiting until it can')
       redis.disconnect(true)
     })
   }, WATCHDOG_INTERVAL_MS).unref()
@@ -86,7 +88,7 @@ async function rateLimitPlugin (app: FastifyInstance, options: { max: number, wi
     max: options.max,
     timeWindow: options.windowMs,
     enableDraftSpec: true,
-    ...(options.redisUrl !== undefined && { redis: await sharedCounters(app, options.redisUrl), nameSpace: 'user-records-rate-limit:', skipOnError: true }),
+    ...(options.redisUrl !== undefined && { redis: await sharedCounters(app, options.redisUrl), nameSpace: NAMESPACE, skipOnError: true }),
     errorResponseBuilder: (_request, context) => new AppError(`Rate limit exceeded: retry in ${context.after}`, 429)
   })
   const limited = errorResponse('Too many requests from this client; retry after `Retry-After` seconds.', { 'Retry-After': RETRY_AFTER })
