@@ -1,6 +1,8 @@
 import assert from 'node:assert/strict'
+import type { AddressInfo } from 'node:net'
 import { test } from 'node:test'
-import { captureLogs, postJson, testApp } from './helpers.js'
+import { setTimeout as sleep } from 'node:timers/promises'
+import { captureLogs, postJson, rawConnection, testApp } from './helpers.js'
 
 test('a safe incoming X-Request-Id is returned as is; without one, a fresh id is made', async (t) => {
   const app = await testApp(t)
@@ -67,6 +69,26 @@ test('the log line of an error answer says what the client was told; a success\'
     [400, 'Body is not valid JSON'],
     [200, undefined]
   ])
+})
+
+test('a request whose client leaves before it is answered writes a line saying so', async (t) => {
+  const logs = captureLogs()
+  const app = await testApp(t, { LOG_LEVEL: 'info' }, logs.stream)
+  await app.listen({ host: '127.0.0.1', port: 0 })
+  const { socket, closed } = await rawConnection((app.server.address() as AddressInfo).port)
+  // Ten bytes of the hundred announced, then gone.
+  socket.write('POST /users HTTP/1.1\r\nHost: x\r\nX-Request-Id: gone-1\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{"name":"A')
+  await sleep(100)
+  socket.destroy()
+  await closed
+  let line: Record<string, any> | undefined
+  for (let attempt = 0; attempt < 20 && line === undefined; attempt++) {
+    await sleep(50)
+    line = logs.lines.find((entry) => entry.reqId === 'gone-1')
+  }
+  assert.equal(line?.msg, 'request aborted: the client closed the connection before it was answered')
+  assert.deepEqual([line?.method, line?.url, line?.route, line?.client], ['POST', '/users', '/users', '127.0.0.1'])
+  assert.equal(typeof line?.responseTime, 'number')
 })
 
 test('LOG_LEVEL=warn silences the access log', async (t) => {

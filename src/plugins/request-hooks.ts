@@ -8,7 +8,7 @@
  */
 import { randomUUID } from 'node:crypto'
 import type { IncomingMessage } from 'node:http'
-import type { FastifyInstance } from 'fastify'
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
 import fp from 'fastify-plugin'
 import { AppError } from '../errors.js'
 import type { HeaderSchema } from '../route-schemas.js'
@@ -71,18 +71,35 @@ async function requestHooks (app: FastifyInstance): Promise<void> {
     done()
   })
 
+  const accessFields = (request: FastifyRequest, reply: FastifyReply) => ({
+    reqId: request.id,
+    method: request.method,
+    url: request.url,
+    // The client's address: behind trusted proxies (TRUST_PROXY), the one they forwarded.
+    client: request.ip,
+    route: request.routeOptions.url ?? null,
+    responseTime: Math.round(reply.elapsedTime * 100) / 100,
+    user: request.user?.sub
+  })
+
+  if (accessLog) {
+    // A client that closes its connection before it is answered (it gave up waiting, say) gets
+    // no onResponse, and would leave no line at all.
+    app.addHook('onRequest', (request, reply, done) => {
+      const client = request.ip // read now: a closed socket no longer knows its peer
+      reply.raw.once('close', () => {
+        if (reply.raw.writableEnded) return
+        accessLogger.info({ ...accessFields(request, reply), client }, 'request aborted: the client closed the connection before it was answered')
+      })
+      done()
+    })
+  }
+
   app.addHook('onResponse', (request, reply, done) => {
     if (accessLog) {
       accessLogger.info({
-        reqId: request.id,
-        method: request.method,
-        url: request.url,
-        // The client's address: behind trusted proxies (TRUST_PROXY), the one they forwarded.
-        client: request.ip,
-        route: request.routeOptions.url ?? null,
+        ...accessFields(request, reply),
         statusCode: reply.statusCode,
-        responseTime: Math.round(reply.elapsedTime * 100) / 100,
-        user: request.user?.sub,
         // Why an error answer was given, so that a client's 400 can be understood from the log.
         error: request.answeredError ?? undefined
       }, 'request completed')
