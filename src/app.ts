@@ -91,7 +91,7 @@ export async function buildApp (config: Config, options: BuildOptions = {}): Pro
     trustProxy: typeof config.trustProxy === 'number' ? trustNearest(config.trustProxy) : config.trustProxy
   }).withTypeProvider<TypeBoxTypeProvider>()
   app.server.maxConnections = config.maxConnections
-  answerExpectAndConnect(app.server)
+  answerExpectAndConnect(app)
 
   // Named schemas, referred to by `$id` from the routes' schemas (route-schemas.ts).
   const namedSchemas = [ErrorSchema, ...statusSchemas, ...greetingSchemas, ...userSchemas]

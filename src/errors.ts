@@ -5,7 +5,7 @@
  * so internals never reach a client.
  */
 import { createRequire } from 'node:module'
-import type { IncomingMessage, Server, ServerResponse } from 'node:http'
+import type { IncomingMessage, ServerResponse } from 'node:http'
 import type { Socket } from 'node:net'
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
 import { Type, type Static } from 'typebox'
@@ -164,14 +164,23 @@ function endWithJson (socket: Socket, statusCode: number, message: string): void
 }
 
 /**
- * For Fastify's `clientErrorHandler`: requests Node refuses before Fastify sees them (headers
- * too large, too slow to arrive, an unknown method, not HTTP at all) get the same JSON shape,
- * then the connection is closed.
+ * For Fastify's `clientErrorHandler`, called with the app as `this`: requests Node refuses
+ * before Fastify sees them (headers too large, too slow to arrive, an unknown method, not HTTP
+ * at all) get the same JSON shape, then the connection is closed.
  */
-export function answerClientError (error: NodeJS.ErrnoException, socket: Socket): void {
+export function answerClientError (this: FastifyInstance, error: NodeJS.ErrnoException, socket: Socket): void {
   if (error.code === 'ECONNRESET' || socket.destroyed) return
   const [statusCode, message] = clientErrorAnswer(error)
+  logRefusal(this, socket, statusCode, message, error.code)
   endWithJson(socket, statusCode, message)
+}
+
+/**
+ * At info, as the access log: no route saw the request, so no access line tells of it (a proxy
+ * speaking TLS or the PROXY protocol to the service would otherwise leave no trace).
+ */
+function logRefusal (app: FastifyInstance, socket: Socket, statusCode: number, message: string, code?: string): void {
+  app.log.info({ client: socket.remoteAddress, statusCode, code, error: message }, 'request refused before it reached a route')
 }
 
 /**
@@ -179,13 +188,16 @@ export function answerClientError (error: NodeJS.ErrnoException, socket: Socket)
  * shape too: an `Expect` other than `100-continue` (Node's answer is a 417 without a body)
  * and `CONNECT`, which no route takes (Node closes the connection without a word).
  */
-export function answerExpectAndConnect (server: Server): void {
-  server.on('checkExpectation', (_request: IncomingMessage, response: ServerResponse) => {
-    const body = JSON.stringify({ error: 'Expectation Failed: the only expectation met is Expect: 100-continue' })
+export function answerExpectAndConnect (app: FastifyInstance): void {
+  app.server.on('checkExpectation', (request: IncomingMessage, response: ServerResponse) => {
+    const message = 'Expectation Failed: the only expectation met is Expect: 100-continue'
+    logRefusal(app, request.socket, 417, message)
+    const body = JSON.stringify({ error: message })
     response.writeHead(417, { 'content-type': JSON_TYPE, 'content-length': Buffer.byteLength(body) }).end(body)
   })
-  server.on('connect', (_request: IncomingMessage, socket: Socket) => {
+  app.server.on('connect', (_request: IncomingMessage, socket: Socket) => {
     socket.on('error', () => {})
+    logRefusal(app, socket, 404, 'Route not found')
     endWithJson(socket, 404, 'Route not found')
   })
 }
