@@ -10,6 +10,7 @@ import type { DestinationStream } from 'pino'
 import type { Config } from './config.js'
 import { answerClientError, answerExpectAndConnect, ErrorSchema, registerErrorHandlers, replyWithFrameworkError } from './errors.js'
 import auth, { requireTokensPlugin } from './plugins/auth.js'
+import connectionLimit from './plugins/connection-limit.js'
 import cors from './plugins/cors.js'
 import docs, { docsPage } from './plugins/docs.js'
 import metricsCollection from './plugins/metrics.js'
@@ -90,7 +91,6 @@ export async function buildApp (config: Config, options: BuildOptions = {}): Pro
     // A hop count trusts that many proxies nearest the service, whatever their addresses.
     trustProxy: typeof config.trustProxy === 'number' ? trustNearest(config.trustProxy) : config.trustProxy
   }).withTypeProvider<TypeBoxTypeProvider>()
-  app.server.maxConnections = config.maxConnections
   answerExpectAndConnect(app)
 
   // Named schemas, referred to by `$id` from the routes' schemas (route-schemas.ts).
@@ -105,6 +105,7 @@ export async function buildApp (config: Config, options: BuildOptions = {}): Pro
   // Files are served last, and not under the path of any route registered from here on.
   const apiSegments = apiPathSegments(app)
 
+  await app.register(connectionLimit, { maxConnections: config.maxConnections })
   await app.register(requestHooks)
   await app.register(securityHeaders)
   await app.register(cors, { origin: config.corsOrigin })

@@ -182,7 +182,7 @@ test('a connection that sends nothing and reads nothing is closed, its descripto
   assert.ok(openDescriptors(pid) <= before + 2, `${openDescriptors(pid) - before} descriptors are still held`)
 })
 
-test('connections beyond the open-file limit are refused while those open are served, and the service lives on', { skip: noProc }, async (t) => {
+test('connections beyond the open-file limit are refused while those open are served, said once as it begins and once as it ends, and counted; the service lives on', { skip: noProc }, async (t) => {
   // sh lowers the limit for the service alone, as a tight container or systemd unit would.
   const service = await startService(t, timeouts, undefined, ['-c', 'ulimit -n 200 && exec "$0" "$@"', process.execPath, ...fromSource('server.ts')], 'sh')
   const keptAlive = new http.Agent({ keepAlive: true, maxSockets: 1 })
@@ -203,4 +203,17 @@ test('connections beyond the open-file limit are refused while those open are se
   await sleep(Number(timeouts.HEADERS_TIMEOUT_MS) + 1500)
   assert.equal(await health(), 200, 'new connections are served again')
   assert.equal(service.child.exitCode, null, 'the service never exited')
+
+  // Said once as it began and once as it ended (the line may follow the answer), and counted.
+  const lines = () => service.stdout.map((line) => JSON.parse(line))
+  const ended = () => lines().filter((line) => line.msg === 'accepting new connections again')
+  for (let attempt = 0; attempt < 40 && ended().length === 0; attempt++) await sleep(50)
+  const began = lines().filter((line) => line.msg.startsWith('refusing new connections: MAX_CONNECTIONS are open'))
+  assert.deepEqual([began.length, began[0]?.level, began[0]?.maxConnections], [1, 40, 200 - 128])
+  assert.equal(ended().length, 1)
+  const refused = ended()[0]?.refusedConnections
+  assert.ok(refused >= 1, `refusedConnections ${refused}`)
+  const metrics = await rawRequest(service.port, { path: '/metrics' })
+  const counted = Number(/^connections_refused_total (\d+)$/m.exec(metrics.body)?.[1])
+  assert.ok(counted >= refused, `connections_refused_total ${counted}`)
 })

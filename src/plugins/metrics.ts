@@ -1,7 +1,8 @@
 /**
  * Prometheus metrics: requests by method, route pattern and status, a latency histogram by
  * method and route pattern, the client library's process and event-loop metrics, the
- * PostgreSQL pool's connections, and the log lines standard output did not take. Labels use
+ * PostgreSQL pool's connections, the connections refused over MAX_CONNECTIONS, and the log
+ * lines standard output did not take. Labels use
  * the route pattern (`/users/:id`), never the raw URL, so ids cannot multiply the series.
  */
 import type { FastifyInstance } from 'fastify'
@@ -47,6 +48,17 @@ async function metrics (app: FastifyInstance, { droppedLogLines }: { droppedLogL
     }
   }
 
+  const refusedConnections = app.refusedConnections
+  registry.registerMetric(new Counter({
+    name: 'connections_refused_total',
+    help: 'Connections closed as they arrived because MAX_CONNECTIONS were open.',
+    registers: [],
+    collect () {
+      this.reset()
+      this.inc(refusedConnections())
+    }
+  }))
+
   if (droppedLogLines !== undefined) {
     registry.registerMetric(new Counter({
       name: 'log_lines_dropped_total',
@@ -69,4 +81,4 @@ async function metrics (app: FastifyInstance, { droppedLogLines }: { droppedLogL
   })
 }
 
-export default fp(metrics, { name: 'metrics', dependencies: ['storage'] })
+export default fp(metrics, { name: 'metrics', dependencies: ['storage', 'connection-limit'] })
