@@ -10,9 +10,15 @@ import { fromSource, startService } from './process.js'
 
 const timeouts = { HEADERS_TIMEOUT_MS: '1000', REQUEST_TIMEOUT_MS: '2000', DATABASE_URL: 'sqlite::memory:' }
 
-/** The lines a service wrote about requests it refused before any route saw them. */
-const refusals = (service: { stdout: string[] }): Array<Record<string, any>> =>
-  service.stdout.map((line) => JSON.parse(line)).filter((line) => line.msg === 'request refused before it reached a route')
+/**
+ * The lines a service wrote about requests it refused before any route saw them, once there
+ * are `count` of them or 2 s have passed: a line may reach standard output after its answer.
+ */
+async function refusals (service: { stdout: string[] }, count: number): Promise<Array<Record<string, any>>> {
+  const lines = () => service.stdout.map((line) => JSON.parse(line)).filter((line) => line.msg === 'request refused before it reached a route')
+  for (let attempt = 0; attempt < 40 && lines().length < count; attempt++) await sleep(50)
+  return lines()
+}
 
 test('headers trickled byte by byte are cut off with a JSON 408 once HEADERS_TIMEOUT_MS has passed', async (t) => {
   const service = await startService(t, timeouts)
@@ -59,7 +65,7 @@ test('garbage that is not HTTP gets a JSON 400, a log line, and the service carr
   socket.write('\x16\x03\x01\x02\x00 not http at all\r\n\r\n')
   assert.match(await closed, /^HTTP\/1\.1 400 Bad Request\r\n[\s\S]*\{"error":"Malformed HTTP request"\}$/)
   assert.equal((await rawRequest(service.port, { path: '/health' })).statusCode, 200)
-  assert.deepEqual(refusals(service).map(({ statusCode, error, client }) => [statusCode, error, client]), [[400, 'Malformed HTTP request', '127.0.0.1']], 'a line tells of it')
+  assert.deepEqual((await refusals(service, 1)).map(({ statusCode, error, client }) => [statusCode, error, client]), [[400, 'Malformed HTTP request', '127.0.0.1']], 'a line tells of it')
 })
 
 test('a method Node does not know is the JSON 404 of any unknown route, not a malformed request', async (t) => {
@@ -80,7 +86,7 @@ test('an Expect other than 100-continue is a JSON 417, and the connection serves
   const received = await closed
   assert.match(received, /^HTTP\/1\.1 417 Expectation Failed\r\n[\s\S]*content-type: application\/json; charset=utf-8\r\n/i)
   assert.match(received, /\r\n\r\n\{"error":"Expectation Failed: the only expectation met is Expect: 100-continue"\}HTTP\/1\.1 200 OK\r\n/)
-  assert.deepEqual(refusals(service).map(({ statusCode }) => statusCode), [417], 'a line tells of it')
+  assert.deepEqual((await refusals(service, 1)).map(({ statusCode }) => statusCode), [417], 'a line tells of it')
 })
 
 test('CONNECT is the JSON 404 of any unknown route, and an abrupt client costs nothing', async (t) => {
@@ -90,7 +96,7 @@ test('CONNECT is the JSON 404 of any unknown route, and an abrupt client costs n
     socket.write(`CONNECT ${target} HTTP/1.1\r\nHost: localhost\r\n\r\n`)
     assert.match(await closed, /^HTTP\/1\.1 404 Not Found\r\n[\s\S]*\r\n\r\n\{"error":"Route not found"\}$/, target)
   }
-  assert.deepEqual(refusals(service).map(({ statusCode, error }) => [statusCode, error]), [[404, 'Route not found'], [404, 'Route not found']], 'a line tells of each')
+  assert.deepEqual((await refusals(service, 2)).map(({ statusCode, error }) => [statusCode, error]), [[404, 'Route not found'], [404, 'Route not found']], 'a line tells of each')
   // Reset by the client as soon as it is sent: the service lives on.
   for (let i = 0; i < 20; i++) {
     const socket = net.connect(service.port, '127.0.0.1')
