@@ -2,8 +2,9 @@
  * The request-lifecycle hooks of seed §6. `onRequest` hands the request id back to the client,
  * refuses an HTTP/1.1 request without a Host header and, while the service drains before a
  * shutdown, asks the client to close the connection;
- * `onResponse` writes the one access-log line per request and, while the app is closing,
- * releases the connection it just answered on. (`preHandler` belongs to auth.ts.)
+ * `onResponse` writes the one access-log line per request (for a request whose client left
+ * before it was answered, the response's `close` writes it instead) and, while the app is
+ * closing, releases the connection it just answered on. (`preHandler` belongs to auth.ts.)
  * Callback-style hooks: they run on every request, and skip a promise each.
  */
 import { randomUUID } from 'node:crypto'
