@@ -8,7 +8,7 @@ import { randomInt } from 'node:crypto'
 import { describe, test } from 'node:test'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { Redis } from 'ioredis'
-import { captureLogs, temporaryFolder, testApp } from './helpers.js'
+import { captureLogs, temporaryFolder, testApp, waitFor } from './helpers.js'
 import { freePort, installed } from './process.js'
 import { startTcpProxy } from './tcp-proxy.js'
 
@@ -17,7 +17,7 @@ const redisUrl = process.env.TEST_REDIS_URL
 /** Waits up to 5 s for as many log lines matching `pattern` as `count`; returns how many there are. */
 async function linesMatching (lines: Array<Record<string, any>>, pattern: RegExp, count = 1): Promise<number> {
   const matching = () => lines.filter((line) => pattern.test(line.msg)).length
-  for (let attempt = 0; attempt < 50 && matching() < count; attempt++) await sleep(100)
+  await waitFor(() => matching() >= count, 5000, 100)
   return matching()
 }
 

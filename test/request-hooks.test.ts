@@ -2,7 +2,7 @@ import assert from 'node:assert/strict'
 import type { AddressInfo } from 'node:net'
 import { test } from 'node:test'
 import { setTimeout as sleep } from 'node:timers/promises'
-import { captureLogs, postJson, rawConnection, testApp } from './helpers.js'
+import { captureLogs, postJson, rawConnection, testApp, waitFor } from './helpers.js'
 
 test('a safe incoming X-Request-Id is returned as is; without one, a fresh id is made', async (t) => {
   const app = await testApp(t)
@@ -81,11 +81,9 @@ test('a request whose client leaves before it is answered writes a line saying s
   await sleep(100)
   socket.destroy()
   await closed
-  let line: Record<string, any> | undefined
-  for (let attempt = 0; attempt < 20 && line === undefined; attempt++) {
-    await sleep(50)
-    line = logs.lines.find((entry) => entry.reqId === 'gone-1')
-  }
+  const aborted = () => logs.lines.find((entry) => entry.reqId === 'gone-1')
+  await waitFor(() => aborted() !== undefined, 1000)
+  const line = aborted()
   assert.equal(line?.msg, 'request aborted: the client closed the connection before it was answered')
   assert.deepEqual([line?.method, line?.url, line?.route, line?.client], ['POST', '/users', '/users', '127.0.0.1'])
   assert.equal(typeof line?.responseTime, 'number')

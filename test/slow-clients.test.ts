@@ -5,7 +5,7 @@ import http from 'node:http'
 import net from 'node:net'
 import { test, type TestContext } from 'node:test'
 import { setTimeout as sleep } from 'node:timers/promises'
-import { postJsonOver, rawConnection, rawRequest } from './helpers.js'
+import { postJsonOver, rawConnection, rawRequest, waitFor } from './helpers.js'
 import { fromSource, startService } from './process.js'
 
 const timeouts = { HEADERS_TIMEOUT_MS: '1000', REQUEST_TIMEOUT_MS: '2000', DATABASE_URL: 'sqlite::memory:' }
@@ -16,7 +16,7 @@ const timeouts = { HEADERS_TIMEOUT_MS: '1000', REQUEST_TIMEOUT_MS: '2000', DATAB
  */
 async function refusals (service: { stdout: string[] }, count: number): Promise<Array<Record<string, any>>> {
   const lines = () => service.stdout.map((line) => JSON.parse(line)).filter((line) => line.msg === 'request refused before it reached a route')
-  for (let attempt = 0; attempt < 40 && lines().length < count; attempt++) await sleep(50)
+  await waitFor(() => lines().length >= count, 2000)
   return lines()
 }
 
@@ -213,7 +213,7 @@ test('connections beyond the open-file limit are refused while those open are se
   // Said once as it began and once as it ended (the line may follow the answer), and counted.
   const lines = () => service.stdout.map((line) => JSON.parse(line))
   const ended = () => lines().filter((line) => line.msg === 'accepting new connections again')
-  for (let attempt = 0; attempt < 40 && ended().length === 0; attempt++) await sleep(50)
+  await waitFor(() => ended().length > 0, 2000)
   const began = lines().filter((line) => line.msg.startsWith('refusing new connections: MAX_CONNECTIONS are open'))
   assert.deepEqual([began.length, began[0]?.level, began[0]?.maxConnections], [1, 40, 200 - 128])
   assert.equal(ended().length, 1)

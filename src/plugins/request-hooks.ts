@@ -59,19 +59,6 @@ async function requestHooks (app: FastifyInstance): Promise<void> {
     done()
   })
 
-  app.addHook('onRequest', (request, reply, done) => {
-    reply.header('x-request-id', request.id)
-    if (draining) reply.header('connection', 'close')
-    // RFC 9112 §3.2: an HTTP/1.1 request names its host. Node refuses one that does not with
-    // a 400 of its own, without a body; app.ts turns that check off so that it is made here
-    // and answered as every other error is.
-    if (request.headers.host === undefined && request.raw.httpVersion === '1.1') {
-      done(new AppError('Host header is required in an HTTP/1.1 request'))
-      return
-    }
-    done()
-  })
-
   const accessFields = (request: FastifyRequest, reply: FastifyReply) => ({
     reqId: request.id,
     method: request.method,
@@ -83,18 +70,31 @@ async function requestHooks (app: FastifyInstance): Promise<void> {
     user: request.user?.sub
   })
 
-  if (accessLog) {
-    // A client that closes its connection before it is answered (it gave up waiting, say) gets
-    // no onResponse, and would leave no line at all.
-    app.addHook('onRequest', (request, reply, done) => {
-      const client = request.ip // read now: a closed socket no longer knows its peer
-      reply.raw.once('close', () => {
-        if (reply.raw.writableEnded) return
-        accessLogger.info({ ...accessFields(request, reply), client }, 'request aborted: the client closed the connection before it was answered')
-      })
-      done()
+  /**
+   * A client that closes its connection before it is answered (it gave up waiting, say) gets
+   * no onResponse, and would leave no line at all: the response's close writes it instead.
+   */
+  function logIfAborted (request: FastifyRequest, reply: FastifyReply): void {
+    const client = request.ip // read now: a closed socket no longer knows its peer
+    reply.raw.once('close', () => {
+      if (reply.raw.writableEnded) return
+      accessLogger.info({ ...accessFields(request, reply), client }, 'request aborted: the client closed the connection before it was answered')
     })
   }
+
+  app.addHook('onRequest', (request, reply, done) => {
+    reply.header('x-request-id', request.id)
+    if (accessLog) logIfAborted(request, reply)
+    if (draining) reply.header('connection', 'close')
+    // RFC 9112 §3.2: an HTTP/1.1 request names its host. Node refuses one that does not with
+    // a 400 of its own, without a body; app.ts turns that check off so that it is made here
+    // and answered as every other error is.
+    if (request.headers.host === undefined && request.raw.httpVersion === '1.1') {
+      done(new AppError('Host header is required in an HTTP/1.1 request'))
+      return
+    }
+    done()
+  })
 
   app.addHook('onResponse', (request, reply, done) => {
     if (accessLog) {
