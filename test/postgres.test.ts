@@ -259,6 +259,20 @@ describe('PostgreSQL refusing work for a while', { skip: postgres.skip }, () => 
     assert.equal(logs.lines.filter((line) => line.level >= 50 && !/^database unavailable/.test(line.msg)).length, 0, 'no error logged but the outages')
   })
 
+  test('connections opened to a server that took no writes, kept after it takes them again (a stale address after a failover): each fails one write at most, then is replaced', async (t) => {
+    const role = await schemaOfItsOwnRole(t)
+    const app = await testApp(t, { DATABASE_URL: role.url, DATABASE_POOL_SIZE: '3' })
+    const create = (i: number) => postJson(app, '/users', { name: 'Ada', email: `ada${i}@example.com` })
+    // Three connections open while writes are refused, held by three writes at once.
+    await role.set('set default_transaction_read_only = on')
+    for (const response of await Promise.all([0, 1, 2].map(create))) assert.equal(response.statusCode, 503)
+    // New connections would take writes now; those the pool opened before would not.
+    await postgresQuery(`alter role ${role.schema} reset default_transaction_read_only`)
+    const statuses: number[] = []
+    for (let i = 3; i < 9; i++) statuses.push((await create(i)).statusCode)
+    assert.deepEqual(statuses, [201, 201, 201, 201, 201, 201], 'each refused write closed its connection, and new ones were opened')
+  })
+
   test('a login the server refuses while the service runs (a role disabled), or a database dropped: 503 with Retry-After, never 500, and it recovers', async (t) => {
     const role = await schemaOfItsOwnRole(t)
     const logs = captureLogs()

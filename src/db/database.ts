@@ -43,6 +43,9 @@ export interface DatabaseHandle {
 const CONNECT_TIMEOUT_MS = 3000
 const QUERY_TIMEOUT_MS = 5000
 
+/** PostgreSQL's SQLSTATE for a write refused because the session takes none. */
+const READ_ONLY_TRANSACTION = '25006'
+
 /**
  * @param onConnectionError told when an idle pooled connection breaks (the database went
  * away); the pool drops it and opens a new one when needed.
@@ -75,6 +78,10 @@ export async function createDatabase (config: DatabaseConfig, onConnectionError:
          * vanished without a word (a failover moved the address, a host lost power) would then
          * fail every statement it was lent for, each after the timeout, for as long as the
          * kernel takes to give up on it (many minutes), while new connections would work.
+         * So is one whose server refused a write for taking none (a standby, or a session
+         * opened read-only): after a failover, a connection opened to the old address, or
+         * while the cluster's name still gave it, would refuse every write for as long as the
+         * pool kept it busy, while a new one reaches the primary.
          */
         async run (sql, parameters) {
           const client = await pool.connect()
@@ -82,7 +89,7 @@ export async function createDatabase (config: DatabaseConfig, onConnectionError:
           try {
             return (await client.query(sql, [...parameters])).rows
           } catch (error) {
-            if (!(error instanceof DatabaseError)) broken = error as Error
+            if (!(error instanceof DatabaseError) || error.code === READ_ONLY_TRANSACTION) broken = error as Error
             throw error
           } finally {
             client.release(broken)
