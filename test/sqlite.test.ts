@@ -6,7 +6,7 @@
 import assert from 'node:assert/strict'
 import { execFileSync, spawn } from 'node:child_process'
 import { once } from 'node:events'
-import { chmodSync, readdirSync, renameSync } from 'node:fs'
+import { chmodSync, readdirSync, renameSync, statSync } from 'node:fs'
 import { join } from 'node:path'
 import { describe, test, type TestContext } from 'node:test'
 import { setTimeout as sleep } from 'node:timers/promises'
@@ -199,6 +199,28 @@ describe('SQLite under the service', () => {
     t.after(() => db.destroy())
     assert.equal(await pragma(db, 'journal_mode'), 'wal')
     assert.equal(await pragma(db, 'synchronous'), 2)
+  })
+
+  test('a read held open by another process (a backup, a sqlite3 shell) lets the WAL grow with the writes meanwhile; once it ends, the WAL shrinks back to 16 MiB', async (t) => {
+    const filename = join(temporaryFolder(t), 'app.db')
+    const app = await testApp(t, { DATABASE_URL: `sqlite:${filename}` })
+    const reader = spawn(process.execPath, ['-e', `
+      const database = new (require('better-sqlite3'))(${JSON.stringify(filename)})
+      database.exec('begin')
+      database.prepare('select count(*) from users').get()
+      process.stdout.write('reading\\n')
+      process.stdin.on('data', () => { database.exec('commit'); process.exit(0) })`], { stdio: ['pipe', 'pipe', 'inherit'] })
+    t.after(() => reader.kill('SIGKILL'))
+    await once(reader.stdout, 'data')
+    const walBytes = () => statSync(`${filename}-wal`).size
+    let written = 0
+    const create = async () => assert.equal((await postJson(app, '/users', { name: 'Ada', email: `ada${written++}@example.com` })).statusCode, 201)
+    while (walBytes() < 24 * 1024 * 1024) await create()
+    reader.stdin.write('done\n')
+    await once(reader, 'exit')
+    // The next commits checkpoint the WAL, now that no reader needs it, and start it again.
+    for (let i = 0; i < 3; i++) await create()
+    assert.ok(walBytes() <= 16 * 1024 * 1024, `the WAL holds ${walBytes()} bytes after ${written} writes`)
   })
 
   test('a database file or folder this process may not write: start-up stops, saying which and why, instead of serving with every write refused', async (t) => {

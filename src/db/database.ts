@@ -107,6 +107,9 @@ export function sqliteKysely (database: SQLite.Database): Kysely<Database> {
   return new Kysely<Database>({ dialect: new SqliteDialect({ database: reusingStatements(database) }) })
 }
 
+/** The size the WAL is cut back to when it starts again, above the 4 MB it reaches between checkpoints. */
+const WAL_SIZE_LIMIT_BYTES = 16 * 1024 * 1024
+
 /** How long SQLite waits for another connection's lock, unless told otherwise. */
 const BUSY_TIMEOUT_MS = 5000
 
@@ -135,6 +138,12 @@ async function switchToWal (database: SQLite.Database): Promise<void> {
  * readers run beside the writer; and synchronous=FULL, so that a commit returns only once it
  * is on the disk (in WAL mode, before other connections can see it). With `mustExist`, it
  * opens only a file that is there, and never creates one.
+ *
+ * The WAL is copied into the file and started again every thousand pages or so, except while
+ * another connection reads a snapshot older than its end (a backup, a `sqlite3` shell left in
+ * a transaction): then it grows with every write meanwhile, and SQLite would keep the file at
+ * the largest size it ever reached. journal_size_limit gives that space back when the WAL
+ * starts again.
  */
 export async function openSqliteFile (filename: string, { mustExist = false } = {}): Promise<SQLite.Database> {
   const BetterSqlite3: typeof SQLite = require('better-sqlite3')
@@ -146,6 +155,7 @@ export async function openSqliteFile (filename: string, { mustExist = false } = 
   database.pragma(`busy_timeout = ${BUSY_TIMEOUT_MS}`)
   if (filename !== ':memory:') await switchToWal(database)
   database.pragma('synchronous = FULL')
+  database.pragma(`journal_size_limit = ${WAL_SIZE_LIMIT_BYTES}`)
   return database
 }
 
