@@ -81,7 +81,7 @@ async function waitForHealth (port: number): Promise<void> {
 }
 
 describe('the container image', { skip }, () => {
-  test('builds from the Containerfile, runs as a non-root user with SQLite on a volume, and stops cleanly on SIGTERM', { timeout: 30 * 60_000 }, async (t) => {
+  test('builds from the Containerfile, runs as a non-root user with SQLite on a volume, stops cleanly on SIGTERM, runs with a read-only root filesystem and no capabilities, and passes its HEALTHCHECK on any PORT', { timeout: 30 * 60_000 }, async (t) => {
     ensureBaseImage()
     const tag = `localhost/user-records-test:${randomBytes(4).toString('hex')}`
     // This machine reaches the npm registry through a proxy with a CA of its own: the build's
@@ -93,15 +93,16 @@ describe('the container image', { skip }, () => {
     const trust = existsSync(HOST_CA_BUNDLE)
       ? ['--volume', `${HOST_CA_BUNDLE}:/etc/ssl/host-ca.crt:ro`, '--volume', `${npmrc}:/usr/local/etc/npmrc:ro`]
       : []
-    podman('build', '--isolation', 'chroot', '--network', 'host', ...trust, '-f', 'Containerfile', '-t', tag, repositoryRoot)
+    // Docker's image format, as `docker build` makes it: podman's default (OCI) has no HEALTHCHECK.
+    podman('build', '--format', 'docker', '--isolation', 'chroot', '--network', 'host', ...trust, '-f', 'Containerfile', '-t', tag, repositoryRoot)
     t.after(() => { spawnSync('podman', ['rmi', '--force', tag]) })
     const volume = `user-records-test-${randomBytes(4).toString('hex')}`
     t.after(() => { spawnSync('podman', ['volume', 'rm', '--force', volume]) })
 
-    const start = async () => {
+    const start = async (...options: string[]) => {
       const port = await freePort()
       const name = `user-records-test-${randomBytes(4).toString('hex')}`
-      podman('run', '--detach', '--name', name, '--runtime', 'runc', '--network', 'host',
+      podman('run', '--detach', '--name', name, '--runtime', 'runc', '--network', 'host', ...options,
         '--ulimit', `nofile=${ownLimit('open files')}`, '--ulimit', 'nproc=4096:4096',
         '-v', `${volume}:/data`, '-e', `PORT=${port}`, '-e', 'HOST=127.0.0.1', '-e', `JWT_SECRET=${randomBytes(32).toString('hex')}`, tag)
       t.after(() => { spawnSync('podman', ['rm', '--force', name]) })
@@ -120,8 +121,16 @@ describe('the container image', { skip }, () => {
     assert.equal(inspected.State.ExitCode, 0, 'SIGTERM (the image\'s STOPSIGNAL) ends it cleanly')
     assert.ok([15, 'SIGTERM'].includes(inspected.Config.StopSignal), `stop signal ${inspected.Config.StopSignal}`)
 
-    const second = await start()
+    // Locked down as a careful Kubernetes pod is (readOnlyRootFilesystem, no capabilities, no
+    // privilege escalation): only the volume is writable.
+    const second = await start('--read-only', '--read-only-tmpfs=false', '--cap-drop', 'all', '--security-opt', 'no-new-privileges')
     const stored = await fetch(`http://127.0.0.1:${second.port}/users/1`)
     assert.deepEqual([stored.status, await stored.json()], [200, { id: '1', name: 'Ada' }], 'the user outlived its container, on the volume')
+    const another = await fetch(`http://127.0.0.1:${second.port}/users`, {
+      method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ name: 'Grace', email: 'grace@example.com' })
+    })
+    assert.equal(another.status, 201, 'a read-only root filesystem costs nothing: the database is on the volume')
+    const health = spawnSync('podman', ['healthcheck', 'run', second.name], { encoding: 'utf8' })
+    assert.equal(health.status, 0, `the image's HEALTHCHECK passes on the port the container was given (${second.port}): ${health.stdout}${health.stderr}`)
   })
 })
