@@ -83,8 +83,12 @@ test('a page on another origin uses the API with fetch: a token, an Idempotency-
   await page.goto(`http://localhost:${(site.address() as AddressInfo).port}/`)
 
   const seen = await page.evaluate(async ({ api, token }) => {
-    const read = async (response: Response, ...names: string[]) =>
-      ({ status: response.status, body: response.status === 304 ? null : await response.json(), ...Object.fromEntries(names.map((name) => [name, response.headers.get(name)])) })
+    /** What the page could read of an answer: its status, its body, and the named headers. */
+    const read = async (response: Response, ...names: string[]): Promise<{ status: number, body: any, headers: Record<string, string | null> }> => ({
+      status: response.status,
+      body: response.status === 304 ? null : await response.json(),
+      headers: Object.fromEntries(names.map((name) => [name, response.headers.get(name)]))
+    })
     const create = async (body: object, headers: Record<string, string>) =>
       await fetch(`${api}/users`, { method: 'POST', headers: { 'Content-Type': 'application/json', ...headers }, body: JSON.stringify(body) })
     const signedIn = { Authorization: `Bearer ${token}`, 'Idempotency-Key': 'browser-key-1' }
@@ -92,7 +96,7 @@ test('a page on another origin uses the API with fetch: a token, an Idempotency-
     const replayed = await read(await create({ name: 'Ada', email: 'ada@example.com' }, signedIn), 'location', 'idempotent-replayed')
     const page = await read(await fetch(`${api}/users?limit=1`), 'x-total-count', 'link')
     const user = await read(await fetch(`${api}/users/1`), 'etag')
-    const unchanged = await read(await fetch(`${api}/users/1`, { headers: { 'If-None-Match': user.etag as string } }), 'etag')
+    const unchanged = await read(await fetch(`${api}/users/1`, { headers: { 'If-None-Match': user.headers.etag! } }), 'etag')
     const anonymous = await read(await create({ name: 'Eve', email: 'eve@example.com' }, {}), 'www-authenticate')
     const invalid = await read(await create({ name: '' }, { Authorization: `Bearer ${token}` }))
     let limited = await read(await fetch(`${api}/users/1`), 'retry-after', 'ratelimit-remaining')
@@ -100,17 +104,17 @@ test('a page on another origin uses the API with fetch: a token, an Idempotency-
     return { created, replayed, page, user, unchanged, anonymous, invalid, limited }
   }, { api: `http://127.0.0.1:${service.port}`, token: minted.stdout.trim() })
 
-  assert.deepEqual(seen.created, { status: 201, body: { name: 'Ada', email: 'ada@example.com' }, location: '/users/1', 'idempotent-replayed': null })
-  assert.deepEqual(seen.replayed, { ...seen.created, 'idempotent-replayed': 'true' })
-  assert.deepEqual(seen.page, { status: 200, body: [{ id: 1, name: 'Ada' }], 'x-total-count': '1', link: '</users?limit=1&after=1>; rel="next", </users?limit=1>; rel="first"' })
-  assert.deepEqual(seen.unchanged, { status: 304, body: null, etag: seen.user.etag })
+  assert.deepEqual(seen.created, { status: 201, body: { name: 'Ada', email: 'ada@example.com' }, headers: { location: '/users/1', 'idempotent-replayed': null } })
+  assert.deepEqual(seen.replayed, { ...seen.created, headers: { location: '/users/1', 'idempotent-replayed': 'true' } })
+  assert.deepEqual(seen.page, { status: 200, body: [{ id: 1, name: 'Ada' }], headers: { 'x-total-count': '1', link: '</users?limit=1&after=1>; rel="next", </users?limit=1>; rel="first"' } })
+  assert.deepEqual(seen.unchanged, { status: 304, body: null, headers: { etag: seen.user.headers.etag } })
   assert.equal(seen.anonymous.status, 401)
-  assert.match(String(seen.anonymous['www-authenticate']), /^Bearer/)
+  assert.match(String(seen.anonymous.headers['www-authenticate']), /^Bearer/)
   assert.match(seen.anonymous.body.error, /bearer token/)
   assert.equal(seen.invalid.status, 400)
   assert.ok(seen.invalid.body.details.length > 0, JSON.stringify(seen.invalid.body))
-  assert.deepEqual([seen.limited.status, seen.limited['ratelimit-remaining']], [429, '0'])
-  assert.match(String(seen.limited['retry-after']), /^\d+$/)
+  assert.deepEqual([seen.limited.status, seen.limited.headers['ratelimit-remaining']], [429, '0'])
+  assert.match(String(seen.limited.headers['retry-after']), /^\d+$/)
   // The browser logs the 4xx answers themselves; a CORS refusal would add its own line.
   assert.deepEqual(problems.filter((problem) => /CORS|Access-Control/.test(problem)), [])
 })
