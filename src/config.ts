@@ -6,6 +6,7 @@
 import { randomBytes } from 'node:crypto'
 import { existsSync, readFileSync } from 'node:fs'
 import { isIP } from 'node:net'
+import { resolve } from 'node:path'
 import { getHeapStatistics } from 'node:v8'
 import { Type, type Static } from 'typebox'
 import { createCoercingAjv } from './ajv.js'
@@ -283,9 +284,12 @@ export function loadSigningSecret (environment: Record<string, string | undefine
   return secret
 }
 
-/** The database URL as it may be shown: any password replaced by `***`. */
+/**
+ * The database URL as it may be shown: any password replaced by `***`, and a SQLite file by
+ * its absolute path, for a relative one is from the folder the process was started in.
+ */
 export function describeDatabase (database: DatabaseConfig): string {
-  if (database.dialect === 'sqlite') return `sqlite:${database.filename}`
+  if (database.dialect === 'sqlite') return `sqlite:${database.filename === ':memory:' ? ':memory:' : resolve(database.filename)}`
   const url = new URL(database.connectionString)
   if (url.password !== '') url.password = '***'
   return url.href

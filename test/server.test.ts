@@ -184,6 +184,24 @@ test('settings are read from .env in the working directory; the environment wins
   assert.equal(response.statusCode, 201, 'BODY_LIMIT from the environment (1000), not from .env (64)')
 })
 
+test('started from another folder, relative paths are from that folder, and the log says where: the database by its absolute path with the migrations applied, and a missing STATIC_DIR in one warning', async (t) => {
+  const folder = temporaryFolder(t)
+  const linesOf = (service: { stdout: string[] }) => service.stdout.map((line) => JSON.parse(line))
+  const first = await startService(t, { DATABASE_URL: 'sqlite:data/app.db' }, folder)
+  const opened = linesOf(first).find((line) => line.msg === 'database open')
+  assert.deepEqual([opened?.level, opened?.database, opened?.migrationsApplied], [30, `sqlite:${join(folder, 'data', 'app.db')}`, Object.keys(migrations('sqlite'))])
+  const missing = linesOf(first).filter((line) => line.staticDir !== undefined)
+  assert.deepEqual(missing.map((line) => [line.level, line.staticDir]), [[40, join(folder, 'public')]])
+  assert.match(missing[0].msg, /^STATIC_DIR is not a folder: no static files are served/)
+  const page = await rawRequest(first.port, { path: '/index.html' })
+  assert.deepEqual([page.statusCode, JSON.parse(page.body)], [404, { error: 'Route not found' }])
+  signalGroup(first.child, 'SIGTERM')
+  await first.exited
+
+  const second = await startService(t, { DATABASE_URL: 'sqlite:data/app.db' }, folder)
+  assert.deepEqual(linesOf(second).find((line) => line.msg === 'database open')?.migrationsApplied, [], 'nothing to apply the second time')
+})
+
 for (const database of [...testDatabases, behindPgBouncer]) {
   describe(`on ${database.name}`, { skip: database.skip }, () => {
     test('SIGTERM lets a request in flight finish, closes the database and exits 0', async (t) => {

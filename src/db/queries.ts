@@ -10,7 +10,7 @@ import type { CompiledQuery, Kysely } from 'kysely'
 import type { DatabaseConfig } from '../config.js'
 import { createDatabase, type PoolStats } from './database.js'
 import { fromDatabase, outageLog, type OutageLogger } from './errors.js'
-import { migrateToLatest, NEWER_SCHEMA } from './migrate.js'
+import { migrateToLatest, type MigrationOutcome } from './migrate.js'
 import type { Database } from './schema.js'
 import { openSqliteQueries } from './sqlite-queries.js'
 
@@ -28,6 +28,8 @@ export interface QueryRunner {
   close: () => Promise<void>
   /** Connections of the PostgreSQL pool right now; SQLite has no pool. */
   poolStats?: () => PoolStats
+  /** What opening did to the schema: the migrations it applied, and any a newer version had run. */
+  readonly migrations: MigrationOutcome
 }
 
 export async function openQueryRunner (config: DatabaseConfig, log: OutageLogger): Promise<QueryRunner> {
@@ -46,9 +48,9 @@ async function openPostgresQueries (config: DatabaseConfig, log: OutageLogger): 
     else log.warn({ err: error }, 'database connection lost; it will be reopened when needed')
   })
   const { run: runStatement, poolStats } = postgres!
+  let migrations: MigrationOutcome
   try {
-    const { newer } = await migrateToLatest(db, 'postgres')
-    if (newer.length > 0) log.warn({ migrations: newer }, NEWER_SCHEMA)
+    migrations = await migrateToLatest(db, 'postgres')
   } catch (error) {
     await db.destroy()
     throw error
@@ -65,7 +67,8 @@ async function openPostgresQueries (config: DatabaseConfig, log: OutageLogger): 
     write: run,
     check: async () => { await run(db.selectNoFrom((eb) => eb.lit(1).as('one')).compile()) },
     close: async () => await db.destroy(),
-    poolStats
+    poolStats,
+    migrations
   }
 }
 

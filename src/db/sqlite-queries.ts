@@ -11,7 +11,7 @@ import { once } from 'node:events'
 import { Worker } from 'node:worker_threads'
 import { CompiledQuery, DummyDriver, Kysely, SqliteAdapter, SqliteIntrospector, SqliteQueryCompiler } from 'kysely'
 import { classified, DatabaseUnavailableError, type OutageLogger } from './errors.js'
-import { NEWER_SCHEMA } from './migrate.js'
+import type { MigrationOutcome } from './migrate.js'
 import type { QueryRunner } from './queries.js'
 import type { Database } from './schema.js'
 
@@ -69,8 +69,8 @@ interface WorkerThread {
   /** Stops waiting for a batch's answer. */
   forget: (id: number) => void
   close: () => Promise<void>
-  /** Migrations the file has run that this version does not know (a newer version ran them). */
-  newerMigrations: string[]
+  /** What opening did to the schema. */
+  migrations: MigrationOutcome
 }
 
 const describeStop = (error: Error): ErrorDescription =>
@@ -112,7 +112,7 @@ async function startWorker (filename: string, reopening: boolean, stopped: (erro
   worker.on('exit', (code) => die(new Error(`exit code ${code}`)))
 
   return {
-    newerMigrations: started.newerMigrations,
+    migrations: started.migrations,
     post (batch, answer) {
       if (stop !== undefined) {
         answer({ id: batch.id, failed: describeStop(stop) })
@@ -154,8 +154,7 @@ export async function openSqliteQueries (filename: string, log: OutageLogger): P
       : 'the SQLite worker stopped; the database will be reopened when needed')
   }
   let worker: Promise<WorkerThread> | undefined = startWorker(filename, false, workerStopped)
-  const { newerMigrations } = await worker
-  if (newerMigrations.length > 0) log.warn({ migrations: newerMigrations }, NEWER_SCHEMA)
+  const { migrations } = await worker
   let closed = false
   let lastFailure: { error: Error, at: number } | undefined
 
@@ -281,6 +280,7 @@ export async function openSqliteQueries (filename: string, log: OutageLogger): P
       const failure = failureOf(await send('check', [], CHECK_TIMEOUT_MS))
       if (failure !== undefined) throw failure
     },
+    migrations,
     async close () {
       closed = true
       const current = worker

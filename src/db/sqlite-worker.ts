@@ -134,7 +134,7 @@ function main (database: SQLite.Database, opened: Array<[string, FileIdentity]>)
 
 try {
   const database = await openSqliteFile(filename, { mustExist: reopening })
-  const { newer } = await migrateToLatest(sqliteKysely(database), 'sqlite')
+  const migrations = await migrateToLatest(sqliteKysely(database), 'sqlite')
   const opened: Array<[string, FileIdentity]> = []
   if (filename !== ':memory:') {
     for (const path of [filename, `${filename}-wal`]) {
@@ -143,7 +143,7 @@ try {
     }
   }
   main(database, opened)
-  port.postMessage({ type: 'ready', newerMigrations: newer })
+  port.postMessage({ type: 'ready', migrations })
 } catch (error) {
   port.postMessage({ type: 'failed', error: describe(error) })
 }

@@ -9,6 +9,7 @@
  * (`health`, `users/…`, `documentation/…`) are not served. Paths stay inside the folder, ETag and
  * Last-Modified are answered with 304s, and dotfiles and folders are not served or listed.
  */
+import { statSync } from 'node:fs'
 import { resolve } from 'node:path'
 import fastifyStatic from '@fastify/static'
 import type { FastifyInstance } from 'fastify'
@@ -29,8 +30,15 @@ export function apiPathSegments (app: FastifyInstance): Set<string> {
 }
 
 async function staticFiles (app: FastifyInstance, options: { root: string, apiSegments: Set<string> }): Promise<void> {
+  // A relative STATIC_DIR is from the folder the process was started in: started from
+  // another (a service manager without a working directory), `public` is not there.
+  const root = resolve(options.root)
+  if (!statSync(root, { throwIfNoEntry: false })?.isDirectory()) {
+    app.log.warn({ staticDir: root }, 'STATIC_DIR is not a folder: no static files are served (a relative one is from the folder the service was started in)')
+    return
+  }
   await app.register(fastifyStatic, {
-    root: resolve(options.root),
+    root,
     wildcard: false,
     globIgnore: [...options.apiSegments].flatMap((segment) => [segment, `${segment}/**`]),
     index: false,

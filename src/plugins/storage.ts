@@ -6,6 +6,7 @@ import { setTimeout as sleep } from 'node:timers/promises'
 import type { FastifyInstance } from 'fastify'
 import fp from 'fastify-plugin'
 import { describeDatabase, type DatabaseConfig } from '../config.js'
+import { NEWER_SCHEMA } from '../db/migrate.js'
 import { openQueryRunner, type QueryRunner } from '../db/queries.js'
 import { withQuerySpans } from '../db/traced-queries.js'
 import { createUserRepository, type UserRepository } from '../db/users.js'
@@ -56,6 +57,9 @@ async function storage (app: FastifyInstance, options: { database: DatabaseConfi
     throw new DatabaseStartupError(`cannot use DATABASE_URL ${describeDatabase(options.database)}: ${reason}`)
   }
   app.addHook('onClose', async () => await runner.close())
+  const { applied, newer } = runner.migrations
+  app.log.info({ database: describeDatabase(options.database), migrationsApplied: applied }, 'database open')
+  if (newer.length > 0) app.log.warn({ migrations: newer }, NEWER_SCHEMA)
 
   const queries = options.traced ? withQuerySpans(runner, options.database.dialect === 'sqlite' ? 'sqlite' : 'postgresql') : runner
   app.decorate('users', createUserRepository(queries))
