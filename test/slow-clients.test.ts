@@ -147,6 +147,7 @@ test('two thousand idle connections do not stop a new client from being served',
 
 test('a client that aborts its upload is not logged as a database outage', async (t) => {
   const service = await startService(t, timeouts)
+  const startUpLines = service.stdout.length
   const { socket, closed } = await rawConnection(service.port)
   socket.write('POST /users HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{"name":')
   await sleep(100)
@@ -155,9 +156,9 @@ test('a client that aborts its upload is not logged as a database outage', async
   // The service is still there and logs what it logs about the abort before this answer.
   assert.equal((await rawRequest(service.port, { path: '/health' })).statusCode, 200)
   await sleep(100)
-  const lines = service.stdout.map((line) => JSON.parse(line) as { msg: string, level: number })
+  const lines = service.stdout.slice(startUpLines).map((line) => JSON.parse(line) as { msg: string, level: number })
   assert.deepEqual(lines.filter((line) => /database/i.test(line.msg)), [], 'no line speaks of the database')
-  assert.deepEqual(lines.filter((line) => line.level >= 40 && !/JWT_SECRET/.test(line.msg)), [], 'nothing is logged as a warning or worse')
+  assert.deepEqual(lines.filter((line) => line.level >= 40), [], 'nothing is logged as a warning or worse')
 })
 
 /** How many descriptors a process has open, where Linux's /proc tells. */
