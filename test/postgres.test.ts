@@ -4,7 +4,7 @@ import { describe, test, type TestContext } from 'node:test'
 import { setTimeout as sleep } from 'node:timers/promises'
 import pg from 'pg'
 import { MIGRATION_LOCK_KEY, migrations as allMigrations } from '../src/db/migrate.js'
-import { captureLogs, postJson, postJsonOver as post, postgresDatabase, postgresQuery, rawRequest, testApp, testDatabases, type TestDatabase } from './helpers.js'
+import { captureLogs, postJson, postJsonOver as post, postgresDatabase, postgresQuery, rawRequest, testApp, testDatabases, waitFor, type TestDatabase } from './helpers.js'
 import { behindPgBouncer, pgBouncerClients } from './pgbouncer.js'
 import { runScript, startService } from './process.js'
 import { startTcpProxy } from './tcp-proxy.js'
@@ -214,7 +214,24 @@ describe('PostgreSQL refusing work for a while', { skip: postgres.skip }, () => 
       await sleep(600)
     }
     assert.deepEqual(logs.lines.filter((line) => line.level >= 40).map((line) => line.msg), [])
-    assert.ok(logs.lines.some((line) => line.msg.startsWith('the database closed an idle connection')), 'one line says why the connection went')
+    const closed = () => logs.lines.filter((line) => line.msg.startsWith('the database closed idle connections (idle_session_timeout)'))
+    await waitFor(() => closed().length > 0, 2000)
+    assert.ok(closed().length > 0, 'a line says why the connections went')
+  })
+
+  test('a server that ends every connection at once (a restart, a failover) is one warning for the pool, not one per connection, and costs no request once it is back', async (t) => {
+    const role = await schemaOfItsOwnRole(t)
+    const logs = captureLogs()
+    const app = await testApp(t, { DATABASE_URL: role.url, LOG_LEVEL: 'info', DATABASE_POOL_SIZE: '4' }, logs.stream)
+    for (const response of await Promise.all(Array.from({ length: 8 }, () => app.inject('/users')))) assert.equal(response.statusCode, 200)
+    // What a restart does to each session: "terminating connection due to administrator command".
+    await postgresQuery('select pg_terminate_backend(pid) from pg_stat_activity where usename = $1', [role.schema])
+    const lost = () => logs.lines.filter((line) => /connection/.test(line.msg))
+    await waitFor(() => lost().length > 0, 3000)
+    await sleep(1200)
+    assert.deepEqual(lost().map((line) => [line.level, line.msg, line.connections, line.err?.code]),
+      [[40, 'database connections lost; new ones open when needed', 4, '57P01']])
+    assert.equal((await app.inject('/users')).statusCode, 200)
   })
 
   test('a read-only server, a lock or statement timeout: 503 with Retry-After, never 500; under a read-only server reads go on and the outage of writes is one log line', async (t) => {

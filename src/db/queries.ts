@@ -40,13 +40,33 @@ export async function openQueryRunner (config: DatabaseConfig, log: OutageLogger
 /** PostgreSQL's SQLSTATE for a session it ended for being idle too long. */
 const IDLE_SESSION_TIMEOUT = '57P05'
 
+/** How long the losses of idle connections are gathered into one log line. */
+const CONNECTION_LOSSES_LOG_MS = 1000
+
+/**
+ * The pool's idle connections that the server closed, said in one line a second at most: a
+ * server that restarts or fails over ends every connection at once, one line each before. The
+ * first error says why. The server closing connections left idle past its idle_session_timeout
+ * is its policy, not a fault: that line is `info`.
+ */
+function connectionLossesLog (log: OutageLogger): (error: Error) => void {
+  let first: Error | undefined
+  let connections = 0
+  return (error) => {
+    connections++
+    if (first !== undefined) return
+    first = error
+    setTimeout(() => {
+      if ((first as { code?: unknown }).code === IDLE_SESSION_TIMEOUT) log.info({ connections }, 'the database closed idle connections (idle_session_timeout); new ones open when needed')
+      else log.warn({ connections, err: first }, 'database connections lost; new ones open when needed')
+      first = undefined
+      connections = 0
+    }, CONNECTION_LOSSES_LOG_MS).unref()
+  }
+}
+
 async function openPostgresQueries (config: DatabaseConfig, log: OutageLogger): Promise<QueryRunner> {
-  const { db, postgres } = await createDatabase(config, (error) => {
-    // The server closing a connection left idle past its idle_session_timeout is its policy, not
-    // a fault: one line without a stack, not a warning for every connection the pool held.
-    if ((error as { code?: unknown }).code === IDLE_SESSION_TIMEOUT) log.info({}, 'the database closed an idle connection (idle_session_timeout); a new one opens when needed')
-    else log.warn({ err: error }, 'database connection lost; it will be reopened when needed')
-  })
+  const { db, postgres } = await createDatabase(config, connectionLossesLog(log))
   const { run: runStatement, poolStats } = postgres!
   let migrations: MigrationOutcome
   try {
