@@ -35,6 +35,13 @@ test('AUTH=off: no route asks for a token, as the specification shows', async (t
   assert.equal((await app.inject('/users')).statusCode, 200)
 })
 
+test('without JWT_SECRET (AUTH=off, not production), one warning says the secret is random and no route asks for a token', async (t) => {
+  const logs = captureLogs()
+  await testApp(t, { LOG_LEVEL: 'info' }, logs.stream)
+  assert.deepEqual(logs.lines.filter((line) => line.level >= 40).map((line) => line.msg),
+    ['JWT_SECRET is not set: this process uses a random secret of its own (AUTH is off, so no route asks for a token; set JWT_SECRET before turning it on)'])
+})
+
 test('AUTH=writes: every POST needs a bearer token; reads do not', async (t) => {
   const app = await appWith(t, 'writes')
   assertUnauthorized(await postJson(app, '/users', ada), /^Missing bearer token/)

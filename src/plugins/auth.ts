@@ -35,7 +35,8 @@ const CLOCK_SKEW_MS = 60_000
 
 async function auth (app: FastifyInstance, options: { jwt: Config['jwt'] }): Promise<void> {
   if (options.jwt.generated) {
-    app.log.warn('JWT_SECRET is not set: using a random secret for this process; tokens will not survive a restart')
+    // Only with AUTH=off: any other mode refuses to start without the secret (config.ts).
+    app.log.warn('JWT_SECRET is not set: this process uses a random secret of its own (AUTH is off, so no route asks for a token; set JWT_SECRET before turning it on)')
   }
   await app.register(jwt, {
     secret: options.jwt.secret,
