@@ -290,6 +290,25 @@ describe('PostgreSQL refusing work for a while', { skip: postgres.skip }, () => 
     assert.deepEqual(statuses, [201, 201, 201, 201, 201, 201], 'each refused write closed its connection, and new ones were opened')
   })
 
+  test('a table locked for longer than the service waits: 503 before the client\'s timeout, and the server ends the waiting statements, so the service\'s server processes never outnumber its pool', async (t) => {
+    const holder = new pg.Client({ connectionString: process.env.TEST_DATABASE_URL })
+    await holder.connect()
+    t.after(() => holder.end())
+    const role = await schemaOfItsOwnRole(t)
+    const app = await testApp(t, { DATABASE_URL: role.url, DATABASE_POOL_SIZE: '4' })
+    assert.equal((await app.inject('/users/1')).statusCode, 404)
+    await holder.query(`begin; lock table ${role.schema}.users in access exclusive mode`)
+    for (let round = 0; round < 2; round++) {
+      const started = Date.now()
+      for (const response of await Promise.all(Array.from({ length: 4 }, () => app.inject('/users/1')))) assertRefused(response)
+      assert.ok(Date.now() - started < 5000, `answered after ${Date.now() - started} ms`)
+    }
+    const [row] = await postgresQuery<{ count: string }>('select count(*) from pg_stat_activity where usename = $1', [role.schema])
+    assert.ok(Number(row?.count) <= 4, `${row?.count} server processes for a pool of 4`)
+    await holder.query('rollback')
+    assert.equal((await app.inject('/users/1')).statusCode, 404, 'the same connections serve once the lock is gone')
+  })
+
   test('a login the server refuses while the service runs (a role disabled), or a database dropped: 503 with Retry-After, never 500, and it recovers', async (t) => {
     const role = await schemaOfItsOwnRole(t)
     const logs = captureLogs()

@@ -43,6 +43,18 @@ export interface DatabaseHandle {
 const CONNECT_TIMEOUT_MS = 3000
 const QUERY_TIMEOUT_MS = 5000
 
+/**
+ * The server ends a statement of the service's after this long, unless the role sets less: a
+ * statement the service has given up on (one waiting for a lock an ALTER TABLE holds, say)
+ * would otherwise go on waiting on the server. Its connection is closed at QUERY_TIMEOUT_MS,
+ * but PostgreSQL notices only when the statement ends, and each request meanwhile opens
+ * another: an instance added ten waiting server processes every 5 s until the lock was
+ * released, and many instances could take every connection the server allows. Ended by the
+ * server, a statement fails with PostgreSQL's own error, before the client's timeout, and its
+ * connection stays usable.
+ */
+const STATEMENT_TIMEOUT_MS = 4500
+
 /** PostgreSQL's SQLSTATE for a write refused because the session takes none. */
 const READ_ONLY_TRANSACTION = '25006'
 
@@ -64,10 +76,15 @@ export async function createDatabase (config: DatabaseConfig, onConnectionError:
     // A connection that drops while idle is reported by the pool; without a listener, that
     // report would crash the process.
     pool.on('error', onConnectionError)
-    // One that drops while checked out (between a query and its release) is reported by the
-    // client itself, which the pool leaves unlistened then. Its query, if any, has failed
-    // already and is answered 503; the pool discards the broken client on release.
-    pool.on('connect', (client) => client.on('error', () => {}))
+    pool.on('connect', (client) => {
+      // One that drops while checked out (between a query and its release) is reported by the
+      // client itself, which the pool leaves unlistened then. Its query, if any, has failed
+      // already and is answered 503; the pool discards the broken client on release.
+      client.on('error', () => {})
+      // Runs before the query the connection was opened for; should it fail, so does that query.
+      client.query(`select set_config('statement_timeout', $1, false) from pg_settings
+        where name = 'statement_timeout' and (setting = '0' or setting::int > $1::int)`, [String(STATEMENT_TIMEOUT_MS)]).catch(() => {})
+    })
     return {
       db: new Kysely<Database>({ dialect: new PostgresDialect({ pool }) }),
       postgres: {
