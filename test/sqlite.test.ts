@@ -15,7 +15,7 @@ import { CompiledQuery, sql } from 'kysely'
 import { createDatabase, type DatabaseHandle } from '../src/db/database.js'
 import { migrateToLatest } from '../src/db/migrate.js'
 import { openQueryRunner } from '../src/db/queries.js'
-import { captureLogs, getUntil, postJson, temporaryFolder, testApp } from './helpers.js'
+import { captureLogs, getUntil, postJson, temporaryFolder, testApp, waitFor } from './helpers.js'
 import { fromSource, startService } from './process.js'
 
 async function pragma (db: DatabaseHandle['db'], name: string): Promise<unknown> {
@@ -201,9 +201,11 @@ describe('SQLite under the service', () => {
     assert.equal(await pragma(db, 'synchronous'), 2)
   })
 
-  test('a read held open by another process (a backup, a sqlite3 shell) lets the WAL grow with the writes meanwhile; once it ends, the WAL shrinks back to 16 MiB', async (t) => {
+  test('a read held open by another process (a backup, a sqlite3 shell) lets the WAL grow with the writes meanwhile, which one warning says; once it ends, the WAL shrinks back to 16 MiB', async (t) => {
     const filename = join(temporaryFolder(t), 'app.db')
-    const app = await testApp(t, { DATABASE_URL: `sqlite:${filename}` })
+    const logs = captureLogs()
+    const app = await testApp(t, { DATABASE_URL: `sqlite:${filename}`, LOG_LEVEL: 'info' }, logs.stream)
+    const walLines = () => logs.lines.filter((line) => /^the SQLite WAL/.test(line.msg)).map((line) => [line.level, line.msg.split(':')[0]])
     const reader = spawn(process.execPath, ['-e', `
       const database = new (require('better-sqlite3'))(${JSON.stringify(filename)})
       database.exec('begin')
@@ -215,12 +217,16 @@ describe('SQLite under the service', () => {
     const walBytes = () => statSync(`${filename}-wal`).size
     let written = 0
     const create = async () => assert.equal((await postJson(app, '/users', { name: 'Ada', email: `ada${written++}@example.com` })).statusCode, 201)
-    while (walBytes() < 24 * 1024 * 1024) await create()
+    while (walBytes() < 66 * 1024 * 1024) await create()
+    await waitFor(() => walLines().length > 0, 2000)
+    assert.deepEqual(walLines(), [[40, 'the SQLite WAL keeps growing']])
     reader.stdin.write('done\n')
     await once(reader, 'exit')
     // The next commits checkpoint the WAL, now that no reader needs it, and start it again.
     for (let i = 0; i < 3; i++) await create()
     assert.ok(walBytes() <= 16 * 1024 * 1024, `the WAL holds ${walBytes()} bytes after ${written} writes`)
+    await waitFor(() => walLines().length > 1, 2000)
+    assert.deepEqual(walLines(), [[40, 'the SQLite WAL keeps growing'], [30, 'the SQLite WAL is back to its usual size']])
   })
 
   test('a database file or folder this process may not write: start-up stops, saying which and why, instead of serving with every write refused', async (t) => {

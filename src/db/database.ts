@@ -81,7 +81,7 @@ export async function createDatabase (config: DatabaseConfig, onConnectionError:
       // client itself, which the pool leaves unlistened then. Its query, if any, has failed
       // already and is answered 503; the pool discards the broken client on release.
       client.on('error', () => {})
-      // Runs before the query the connection was opened for; should it fail, so does that query.
+      // Queued ahead of the query the connection was opened for, which runs after it either way.
       client.query(`select set_config('statement_timeout', $1, false) from pg_settings
         where name = 'statement_timeout' and (setting = '0' or setting::int > $1::int)`, [String(STATEMENT_TIMEOUT_MS)]).catch(() => {})
     })

@@ -8,6 +8,7 @@
  * is opened again on a new one when next needed.
  */
 import { once } from 'node:events'
+import { stat } from 'node:fs/promises'
 import { Worker } from 'node:worker_threads'
 import { CompiledQuery, DummyDriver, Kysely, SqliteAdapter, SqliteIntrospector, SqliteQueryCompiler } from 'kysely'
 import { classified, DatabaseUnavailableError, type OutageLogger } from './errors.js'
@@ -135,6 +136,38 @@ async function startWorker (filename: string, reopening: boolean, stopped: (erro
   }
 }
 
+/**
+ * A WAL this large has not been copied into the database for a while: SQLite copies it only up
+ * to what the oldest open read still needs, and between checkpoints it stays near 4 MB.
+ */
+const WAL_HELD_BACK_BYTES = 64 * 1024 * 1024
+const WAL_CHECK_INTERVAL_MS = 1000
+
+/**
+ * One warning as the WAL grows past WAL_HELD_BACK_BYTES, one line as it is back under: a read
+ * held open by another process (a backup, a `sqlite3` shell left in a transaction) keeps the
+ * WAL growing with every write until it ends, or until the disk is full. The size is read off
+ * the event loop, and never twice at once, so a frozen disk costs no more than one wait.
+ */
+function watchWalSize (filename: string, log: OutageLogger): () => void {
+  let warned = false
+  let checking = false
+  const timer = setInterval(() => {
+    if (checking) return
+    checking = true
+    stat(`${filename}-wal`).then(({ size: walBytes }) => {
+      if (!warned && walBytes > WAL_HELD_BACK_BYTES) {
+        warned = true
+        log.warn({ walBytes }, 'the SQLite WAL keeps growing: another connection is likely holding a read open (a backup, a sqlite3 shell in a transaction), and the WAL grows with every write until it ends')
+      } else if (warned && walBytes <= WAL_HELD_BACK_BYTES) {
+        warned = false
+        log.info({ walBytes }, 'the SQLite WAL is back to its usual size')
+      }
+    }, () => {}).finally(() => { checking = false })
+  }, WAL_CHECK_INTERVAL_MS).unref()
+  return () => { clearInterval(timer) }
+}
+
 /** How often, at most, a stopped worker's file is tried again while it cannot be opened. */
 const REOPEN_INTERVAL_MS = 1000
 
@@ -155,6 +188,7 @@ export async function openSqliteQueries (filename: string, log: OutageLogger): P
   }
   let worker: Promise<WorkerThread> | undefined = startWorker(filename, false, workerStopped)
   const { migrations } = await worker
+  const stopWatchingWal = filename === ':memory:' ? () => {} : watchWalSize(filename, log)
   let closed = false
   let lastFailure: { error: Error, at: number } | undefined
 
@@ -283,6 +317,7 @@ export async function openSqliteQueries (filename: string, log: OutageLogger): P
     migrations,
     async close () {
       closed = true
+      stopWatchingWal()
       const current = worker
       worker = undefined
       await (await current?.catch(() => undefined))?.close()
