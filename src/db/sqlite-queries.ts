@@ -161,7 +161,7 @@ function watchWalSize (filename: string, log: OutageLogger): () => void {
         log.warn({ walBytes }, 'the SQLite WAL keeps growing: another connection is likely holding a read open (a backup, a sqlite3 shell in a transaction), and the WAL grows with every write until it ends')
       } else if (warned && walBytes <= WAL_HELD_BACK_BYTES) {
         warned = false
-        log.info({ walBytes }, 'the SQLite WAL is back to its usual size')
+        log.info({ walBytes }, 'the SQLite WAL is small again: the read that held it back has ended')
       }
     }, () => {}).finally(() => { checking = false })
   }, WAL_CHECK_INTERVAL_MS).unref()
