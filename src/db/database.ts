@@ -48,8 +48,8 @@ const QUERY_TIMEOUT_MS = 5000
  * statement the service has given up on (one waiting for a lock an ALTER TABLE holds, say)
  * would otherwise go on waiting on the server. Its connection is closed at QUERY_TIMEOUT_MS,
  * but PostgreSQL notices only when the statement ends, and each request meanwhile opens
- * another: an instance added ten waiting server processes every 5 s until the lock was
- * released, and many instances could take every connection the server allows. Ended by the
+ * another: waiting server processes add up until the lock is released, and a few instances
+ * could take every connection the server allows (README, Outages). Ended by the
  * server, a statement fails with PostgreSQL's own error, before the client's timeout, and its
  * connection stays usable.
  */
