@@ -109,12 +109,12 @@ export function captureLogs (): { stream: Writable, lines: Array<Record<string, 
   return { stream, lines }
 }
 
-/** GET `url` again every `everyMs` until it answers `status` or `withinMs` has passed; the last answer. */
 /** Waits until `done()` holds, or `withinMs` has passed, checking every `everyMs`. */
 export async function waitFor (done: () => boolean, withinMs: number, everyMs = 50): Promise<void> {
   for (let waited = 0; waited < withinMs && !done(); waited += everyMs) await sleep(everyMs)
 }
 
+/** GET `url` again every `everyMs` until it answers `status` or `withinMs` has passed; the last answer. */
 export async function getUntil (app: FastifyInstance, url: string, status: number, withinMs: number, everyMs = 25) {
   let response = await app.inject(url)
   for (let waited = 0; waited < withinMs && response.statusCode !== status; waited += everyMs) {

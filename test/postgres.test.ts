@@ -198,6 +198,17 @@ describe('PostgreSQL refusing work for a while', { skip: postgres.skip }, () => 
     }
   }
 
+  /**
+   * A session of the test's own, to hold a table's lock. Called before schemaOfItsOwnRole, so
+   * that it ends first, whatever happens, and dropping the schema never waits for its lock.
+   */
+  async function lockHolder (t: TestContext): Promise<pg.Client> {
+    const holder = new pg.Client({ connectionString: process.env.TEST_DATABASE_URL })
+    await holder.connect()
+    t.after(() => holder.end())
+    return holder
+  }
+
   function assertRefused (response: { statusCode: number, body: string, headers: Record<string, unknown>, json: () => unknown }) {
     assert.equal(response.statusCode, 503, response.body)
     assert.deepEqual(response.json(), { error: 'Database unavailable' })
@@ -235,10 +246,7 @@ describe('PostgreSQL refusing work for a while', { skip: postgres.skip }, () => 
   })
 
   test('a read-only server, a lock or statement timeout: 503 with Retry-After, never 500; under a read-only server reads go on and the outage of writes is one log line', async (t) => {
-    // Ended first, whatever happens, so that dropping the schema never waits for its lock.
-    const holder = new pg.Client({ connectionString: process.env.TEST_DATABASE_URL })
-    await holder.connect()
-    t.after(() => holder.end())
+    const holder = await lockHolder(t)
     const role = await schemaOfItsOwnRole(t)
     const logs = captureLogs()
     const app = await testApp(t, { DATABASE_URL: role.url, LOG_LEVEL: 'info' }, logs.stream)
@@ -291,9 +299,7 @@ describe('PostgreSQL refusing work for a while', { skip: postgres.skip }, () => 
   })
 
   test('a table locked for longer than the service waits: 503 before the client\'s timeout, and the server ends the waiting statements, so the service\'s server processes never outnumber its pool', async (t) => {
-    const holder = new pg.Client({ connectionString: process.env.TEST_DATABASE_URL })
-    await holder.connect()
-    t.after(() => holder.end())
+    const holder = await lockHolder(t)
     const role = await schemaOfItsOwnRole(t)
     const app = await testApp(t, { DATABASE_URL: role.url, DATABASE_POOL_SIZE: '4' })
     assert.equal((await app.inject('/users/1')).statusCode, 404)

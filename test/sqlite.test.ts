@@ -23,12 +23,15 @@ async function pragma (db: DatabaseHandle['db'], name: string): Promise<unknown>
   return rows[0]?.[name]
 }
 
-/** Another process that holds the file's write lock until the returned function is called. */
-async function holdWriteLock (t: TestContext, filename: string): Promise<() => Promise<void>> {
+/**
+ * Another process that opens a transaction on the file with `begin` (SQL) and holds it until
+ * the returned function is called.
+ */
+async function holdTransaction (t: TestContext, filename: string, begin: string): Promise<() => Promise<void>> {
   const holder = spawn(process.execPath, ['-e', `
     const database = new (require('better-sqlite3'))(${JSON.stringify(filename)})
-    database.exec('begin immediate')
-    process.stdout.write('locked\\n')
+    database.exec(${JSON.stringify(begin)})
+    process.stdout.write('holding\\n')
     process.stdin.on('data', () => { database.exec('rollback'); process.exit(0) })`], { stdio: ['pipe', 'pipe', 'inherit'] })
   t.after(() => holder.kill('SIGKILL'))
   await once(holder.stdout, 'data')
@@ -179,7 +182,7 @@ describe('SQLite under the service', () => {
     const app = await testApp(t, { DATABASE_URL: `sqlite:${filename}` })
     assert.equal((await postJson(app, '/users', { name: 'Ada', email: 'ada@example.com' })).statusCode, 201)
 
-    const release = await holdWriteLock(t, filename)
+    const release = await holdTransaction(t, filename, 'begin immediate')
     const wallClock = Date.now
     t.mock.method(Date, 'now', () => wallClock() + 3_600_000)
     const started = performance.now()
@@ -206,22 +209,14 @@ describe('SQLite under the service', () => {
     const logs = captureLogs()
     const app = await testApp(t, { DATABASE_URL: `sqlite:${filename}`, LOG_LEVEL: 'info' }, logs.stream)
     const walLines = () => logs.lines.filter((line) => /^the SQLite WAL/.test(line.msg)).map((line) => [line.level, line.msg.split(':')[0]])
-    const reader = spawn(process.execPath, ['-e', `
-      const database = new (require('better-sqlite3'))(${JSON.stringify(filename)})
-      database.exec('begin')
-      database.prepare('select count(*) from users').get()
-      process.stdout.write('reading\\n')
-      process.stdin.on('data', () => { database.exec('commit'); process.exit(0) })`], { stdio: ['pipe', 'pipe', 'inherit'] })
-    t.after(() => reader.kill('SIGKILL'))
-    await once(reader.stdout, 'data')
+    const endRead = await holdTransaction(t, filename, 'begin; select count(*) from users')
     const walBytes = () => statSync(`${filename}-wal`).size
     let written = 0
     const create = async () => assert.equal((await postJson(app, '/users', { name: 'Ada', email: `ada${written++}@example.com` })).statusCode, 201)
     while (walBytes() < 66 * 1024 * 1024) await create()
     await waitFor(() => walLines().length > 0, 2000)
     assert.deepEqual(walLines(), [[40, 'the SQLite WAL keeps growing']])
-    reader.stdin.write('done\n')
-    await once(reader, 'exit')
+    await endRead()
     // The next commits checkpoint the WAL, now that no reader needs it, and start it again.
     for (let i = 0; i < 3; i++) await create()
     assert.ok(walBytes() <= 16 * 1024 * 1024, `the WAL holds ${walBytes()} bytes after ${written} writes`)
@@ -262,7 +257,7 @@ describe('SQLite under the service', () => {
     const app = await testApp(t, { DATABASE_URL: `sqlite:${filename}`, LOG_LEVEL: 'info' }, logs.stream)
     assert.equal((await postJson(app, '/users', { name: 'Ada', email: 'ada@example.com' })).statusCode, 201)
 
-    const release = await holdWriteLock(t, filename)
+    const release = await holdTransaction(t, filename, 'begin immediate')
     const timed = async <T>(work: Promise<T>) => { const started = performance.now(); const result = await work; return { result, ms: performance.now() - started } }
     const writing = timed(postJson(app, '/users', { name: 'Grace', email: 'grace@example.com' }))
     const checking = timed(app.inject('/ready'))
