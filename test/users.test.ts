@@ -299,13 +299,16 @@ for (const database of [...testDatabases, behindPgBouncer]) {
         ['limit=1001', 'querystring/limit must be <= 1000'],
         ['limit=ten', 'querystring/limit must be integer'],
         ['offset=-1', 'querystring/offset must be >= 0'],
-        ['offset=1e300', 'querystring/offset must be <= 2147483647']
+        ['offset=10001', 'querystring/offset must be <= 10000'],
+        ['offset=1e300', 'querystring/offset must be <= 10000']
       ]
       for (const [query, error] of cases) {
         const response = await app.inject(`/users?${query}`)
         assert.equal(response.statusCode, 400, query)
         assert.equal(response.json().error, error)
       }
+      const deepest = await app.inject('/users?offset=10000')
+      assert.deepEqual([deepest.statusCode, deepest.json()], [200, []], 'an offset of 10,000 is still taken')
     })
 
     test('GET /users/{id} answers 404 for an unknown, non-numeric or non-canonical id', async (t) => {
