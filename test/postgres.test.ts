@@ -3,6 +3,8 @@ import { randomBytes } from 'node:crypto'
 import { describe, test, type TestContext } from 'node:test'
 import { setTimeout as sleep } from 'node:timers/promises'
 import pg from 'pg'
+import { Migrator } from 'kysely/migration'
+import { createDatabase } from '../src/db/database.js'
 import { MIGRATION_LOCK_KEY, migrations as allMigrations } from '../src/db/migrate.js'
 import { captureLogs, postJson, postJsonOver as post, postgresDatabase, postgresQuery, rawRequest, testApp, testDatabases, waitFor, type TestDatabase } from './helpers.js'
 import { behindPgBouncer, pgBouncerClients } from './pgbouncer.js'
@@ -147,7 +149,7 @@ for (const database of [postgres, behindPgBouncer]) {
       const result = await runScript('server.ts', { DATABASE_URL: through(url.href, proxy.port) })
       assert.ok(Date.now() - started < 15_000)
       assert.equal(result.code, 1)
-      assert.match(result.stderr, /^Start-up failed: cannot use DATABASE_URL postgres:\/\/postgres:\*\*\*@127\.0\.0\.1:\d+\/\w+\S*: it did not open and migrate within 8 s \(it stopped answering\)\n$/)
+      assert.match(result.stderr, /^Start-up failed: cannot use DATABASE_URL postgres:\/\/postgres:\*\*\*@127\.0\.0\.1:\d+\/\w+\S*: it did not open and migrate within 8 s \(it stopped answering, or a migration needs longer: run npm run migrate, which waits as long as it takes, then start\)\n$/)
     })
 
     test('DATABASE_POOL_SIZE bounds the connections of one instance', async (t) => {
@@ -372,5 +374,46 @@ describe('PostgreSQL refusing work for a while', { skip: postgres.skip }, () => 
     assert.equal(result.stderr, `Start-up failed: cannot use DATABASE_URL ${url.href}: another process has held the migration lock for 4 s ` +
       '(an instance or npm run migrate migrating this database): start again once it is done\n')
     assert.ok(seconds > 4 && seconds < 9, `stopped after ${seconds} s`)
+  })
+
+  test('a migration that needs longer than start-up gives it: start-up stops with one line saying so, and npm run migrate runs it to the end', async (t) => {
+    // A database of its own: the event trigger, and the migration lock, are the whole database's.
+    const { url } = await postgresDatabase(t)
+    // One migration's statement takes 6 s, as building an index on a large table can.
+    await postgresQuery(`create function slow_user_counts() returns event_trigger language plpgsql as $$ begin
+      if exists (select from pg_event_trigger_ddl_commands() where object_identity = 'public.user_counts') then perform pg_sleep(6); end if;
+    end $$`, [], url)
+    await postgresQuery("create event trigger slow_user_counts on ddl_command_end when tag in ('CREATE TABLE') execute function slow_user_counts()", [], url)
+
+    const startup = await runScript('server.ts', { DATABASE_URL: url })
+    assert.equal(startup.code, 1)
+    assert.equal(startup.stderr, `Start-up failed: cannot use DATABASE_URL ${url}: canceling statement due to statement timeout ` +
+      '(a migration needs longer: run npm run migrate, which waits as long as it takes, then start)\n')
+
+    const migrate = await runScript('cli/migrate.ts', { DATABASE_URL: url })
+    assert.deepEqual([migrate.code, migrate.stdout, migrate.stderr], [0, `Applied: ${Object.keys(allMigrations('postgres')).join(', ')}\n`, ''])
+    const service = await startService(t, { DATABASE_URL: url })
+    assert.equal((await rawRequest(service.port, { path: '/ready' })).statusCode, 200)
+  })
+
+  test('npm run migrate waits at most 4 s for a table another session holds, rather than queue every query of that table behind it', async (t) => {
+    const { url } = await postgresDatabase(t)
+    // The database as the first migration left it; the next one counts its users.
+    const { db } = await createDatabase({ dialect: 'postgres', connectionString: url, poolSize: 1 })
+    await new Migrator({ db, provider: { getMigrations: async () => allMigrations('postgres') } }).migrateTo('2026-11-22-create-users')
+    await db.destroy()
+    const holder = new pg.Client({ connectionString: url })
+    holder.on('error', () => {}) // should the test stop early, dropping the database ends it
+    await holder.connect()
+    await holder.query('begin; lock table users in access exclusive mode')
+    const released = sleep(12_000).then(async () => await holder.end())
+
+    const started = Date.now()
+    const migrate = await runScript('cli/migrate.ts', { DATABASE_URL: url })
+    const seconds = (Date.now() - started) / 1000
+    assert.deepEqual([migrate.code, migrate.stderr], [1, 'Migration failed: error: canceling statement due to lock timeout\n'])
+    assert.ok(seconds < 10, `gave up after ${seconds} s`)
+    await released
+    assert.equal((await runScript('cli/migrate.ts', { DATABASE_URL: url })).code, 0, 'and migrates once the table is free')
   })
 })

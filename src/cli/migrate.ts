@@ -6,7 +6,8 @@ import { migrateToLatest } from '../db/migrate.js'
 
 try {
   const { database } = loadConfig(readEnvironment())
-  const { db } = await createDatabase(database)
+  // A migration may take as long as it needs here; at start-up it has seconds.
+  const { db } = await createDatabase(database, { unbounded: true })
   try {
     const { applied, newer } = await migrateToLatest(db, database.dialect)
     process.stdout.write(newer.length > 0

@@ -10,7 +10,7 @@ import { createRequire } from 'node:module'
 import { setTimeout as sleep } from 'node:timers/promises'
 import type SQLite from 'better-sqlite3'
 import type pg from 'pg'
-import { Kysely, PostgresDialect, SqliteDialect, type SqliteDatabase } from 'kysely'
+import { Kysely, PostgresAdapter, PostgresDialect, SqliteDialect, type SqliteDatabase } from 'kysely'
 import type { DatabaseConfig } from '../config.js'
 import type { Database } from './schema.js'
 
@@ -55,14 +55,37 @@ const QUERY_TIMEOUT_MS = 5000
  */
 const STATEMENT_TIMEOUT_MS = 4500
 
+/**
+ * PostgreSQL as Kysely speaks it, without Kysely's migration lock: migrate.ts takes a lock of
+ * its own, and says why Kysely's would do harm.
+ */
+class PostgresWithoutMigrationLock extends PostgresDialect {
+  override createAdapter (): PostgresAdapter {
+    return new (class extends PostgresAdapter {
+      override async acquireMigrationLock (): Promise<void> {}
+      override async releaseMigrationLock (): Promise<void> {}
+    })()
+  }
+}
+
 /** PostgreSQL's SQLSTATE for a write refused because the session takes none. */
 const READ_ONLY_TRANSACTION = '25006'
 
-/**
- * @param onConnectionError told when an idle pooled connection breaks (the database went
- * away); the pool drops it and opens a new one when needed.
- */
-export async function createDatabase (config: DatabaseConfig, onConnectionError: (error: Error) => void = () => {}): Promise<DatabaseHandle> {
+export interface DatabaseOptions {
+  /**
+   * Told when an idle pooled connection breaks (the database went away); the pool drops it
+   * and opens a new one when needed.
+   */
+  onConnectionError?: (error: Error) => void
+  /**
+   * PostgreSQL's statements run as long as they need (within the role's own
+   * `statement_timeout`, if it has one): for `npm run migrate`, where one migration may take
+   * minutes on a large table. The service's are bounded, so that a request is answered.
+   */
+  unbounded?: boolean
+}
+
+export async function createDatabase (config: DatabaseConfig, { onConnectionError = () => {}, unbounded = false }: DatabaseOptions = {}): Promise<DatabaseHandle> {
   if (config.dialect === 'postgres') {
     // Loaded only here: on SQLite, the default, start-up skips it.
     const { DatabaseError, Pool }: typeof pg = require('pg')
@@ -70,7 +93,7 @@ export async function createDatabase (config: DatabaseConfig, onConnectionError:
       connectionString: config.connectionString,
       max: config.poolSize,
       connectionTimeoutMillis: CONNECT_TIMEOUT_MS,
-      query_timeout: QUERY_TIMEOUT_MS,
+      ...(!unbounded && { query_timeout: QUERY_TIMEOUT_MS }),
       keepAlive: true
     })
     // A connection that drops while idle is reported by the pool; without a listener, that
@@ -81,12 +104,13 @@ export async function createDatabase (config: DatabaseConfig, onConnectionError:
       // client itself, which the pool leaves unlistened then. Its query, if any, has failed
       // already and is answered 503; the pool discards the broken client on release.
       client.on('error', () => {})
+      if (unbounded) return
       // Queued ahead of the query the connection was opened for, which runs after it either way.
       client.query(`select set_config('statement_timeout', $1, false) from pg_settings
         where name = 'statement_timeout' and (setting = '0' or setting::int > $1::int)`, [String(STATEMENT_TIMEOUT_MS)]).catch(() => {})
     })
     return {
-      db: new Kysely<Database>({ dialect: new PostgresDialect({ pool }) }),
+      db: new Kysely<Database>({ dialect: new PostgresWithoutMigrationLock({ pool }) }),
       postgres: {
         /**
          * A connection whose statement failed other than by the server's own answer (no answer

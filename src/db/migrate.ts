@@ -88,11 +88,17 @@ const MIGRATION_LOCK_WAIT_MS = 4000
 
 /**
  * Runs the whole migration in one PostgreSQL transaction that first takes a transaction-scoped
- * advisory lock. Kysely's migrator locks on its own with a session-scoped one, taken on one
- * statement and released on another: behind a pooler in transaction mode (PgBouncer) those
- * two may run on different server connections, so the lock would neither exclude nor be
- * released. Inside one transaction, every statement runs on the same connection, and the
- * lock ends with the transaction whatever happens.
+ * advisory lock, which ends with the transaction whatever happens, and holds behind a pooler
+ * in transaction mode (PgBouncer), where every statement of a transaction runs on the same
+ * server connection.
+ *
+ * Kysely's migrator would take a lock of its own inside that transaction, and the service's
+ * PostgreSQL dialect leaves it out (database.ts). Kysely's (since 0.29, kysely-org/kysely#1919)
+ * is session-scoped: taking it sets the transaction's lock_timeout to an hour, over the 4 s
+ * below; and releasing it, in a transaction a failed migration has aborted, fails, so that
+ * the migration's own error was lost (start-up said "current transaction is aborted") and
+ * the lock stayed with the connection, behind PgBouncer with the server connection, past the
+ * process that took it.
  */
 async function underPostgresLock<T> (db: Kysely<any>, work: (db: Kysely<any>) => Promise<T>): Promise<T> {
   return await db.transaction().execute(async (transaction) => {

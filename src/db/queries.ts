@@ -66,7 +66,7 @@ function connectionLossesLog (log: OutageLogger): (error: Error) => void {
 }
 
 async function openPostgresQueries (config: DatabaseConfig, log: OutageLogger): Promise<QueryRunner> {
-  const { db, postgres } = await createDatabase(config, connectionLossesLog(log))
+  const { db, postgres } = await createDatabase(config, { onConnectionError: connectionLossesLog(log) })
   const { run: runStatement, poolStats } = postgres!
   let migrations: MigrationOutcome
   try {

@@ -34,12 +34,15 @@ export class DatabaseStartupError extends Error {
  */
 const OPEN_TIMEOUT_MS = 8000
 
+/** What start-up says when a migration may need longer than it gives. */
+const RUN_MIGRATE = 'a migration needs longer: run npm run migrate, which waits as long as it takes, then start'
+
 /** The runner, or an error once `OPEN_TIMEOUT_MS` has passed; a runner that opens later is closed. */
 async function openWithin (opening: Promise<QueryRunner>): Promise<QueryRunner> {
   const timer = new AbortController()
   const timedOut = sleep(OPEN_TIMEOUT_MS, undefined, { signal: timer.signal }).then(() => {
     opening.then(async (late) => await late.close()).catch(() => {})
-    throw new Error(`it did not open and migrate within ${OPEN_TIMEOUT_MS / 1000} s (it stopped answering)`)
+    throw new Error(`it did not open and migrate within ${OPEN_TIMEOUT_MS / 1000} s (it stopped answering, or ${RUN_MIGRATE})`)
   })
   try {
     return await Promise.race([opening, timedOut])
@@ -53,7 +56,9 @@ async function storage (app: FastifyInstance, options: { database: DatabaseConfi
   try {
     runner = await openWithin(openQueryRunner(options.database, app.log))
   } catch (error) {
-    const reason = error instanceof Error ? error.message : String(error)
+    let reason = error instanceof Error ? error.message : String(error)
+    // PostgreSQL ended a statement at the service's bound (database.ts): only migrations run now.
+    if ((error as { code?: unknown }).code === '57014' && reason.includes('statement timeout')) reason += ` (${RUN_MIGRATE})`
     throw new DatabaseStartupError(`cannot use DATABASE_URL ${describeDatabase(options.database)}: ${reason}`)
   }
   app.addHook('onClose', async () => await runner.close())
