@@ -15,6 +15,7 @@ import { CompiledQuery, sql } from 'kysely'
 import { createDatabase, type DatabaseHandle } from '../src/db/database.js'
 import { migrateToLatest } from '../src/db/migrate.js'
 import { openQueryRunner } from '../src/db/queries.js'
+import { forgetKeysBefore } from '../src/db/users.js'
 import { captureLogs, getUntil, postJson, temporaryFolder, testApp, waitFor } from './helpers.js'
 import { fromSource, startService } from './process.js'
 
@@ -202,6 +203,15 @@ describe('SQLite under the service', () => {
     t.after(() => db.destroy())
     assert.equal(await pragma(db, 'journal_mode'), 'wal')
     assert.equal(await pragma(db, 'synchronous'), 2)
+  })
+
+  test('clearing Idempotency-Keys past their time reads the users that hold one, by age, not the whole table', async (t) => {
+    const { db } = await createDatabase({ dialect: 'sqlite', filename: join(temporaryFolder(t), 'app.db') })
+    t.after(() => db.destroy())
+    await migrateToLatest(db, 'sqlite')
+    const clearing = forgetKeysBefore(db, new Date().toISOString())
+    const { rows } = await db.executeQuery(CompiledQuery.raw(`explain query plan ${clearing.sql}`, [...clearing.parameters]))
+    assert.deepEqual(rows.map((row) => (row as { detail: string }).detail), ['SEARCH users USING INDEX users_keyed_by_age (created_at<?)'])
   })
 
   test('a read held open by another process (a backup, a sqlite3 shell) lets the WAL grow with the writes meanwhile, which one warning says; once it ends, the WAL shrinks back to 16 MiB', async (t) => {

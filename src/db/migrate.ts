@@ -11,6 +11,7 @@ import { createUsers } from './migrations/2026-11-22-create-users.js'
 import { countUsers } from './migrations/2026-11-24-count-users.js'
 import { idempotencyKeys } from './migrations/2026-11-24-idempotency-keys.js'
 import { boundUserIds } from './migrations/2026-11-25-bound-user-ids.js'
+import { keyedUsersByAge } from './migrations/2026-11-26-keyed-users-by-age.js'
 
 /** Every migration, by name, in the order they run. */
 export function migrations (dialect: Dialect): Record<string, Migration> {
@@ -18,7 +19,8 @@ export function migrations (dialect: Dialect): Record<string, Migration> {
     '2026-11-22-create-users': createUsers(dialect),
     '2026-11-24-count-users': countUsers(dialect),
     '2026-11-24-idempotency-keys': idempotencyKeys(),
-    '2026-11-25-bound-user-ids': boundUserIds(dialect)
+    '2026-11-25-bound-user-ids': boundUserIds(dialect),
+    '2026-11-26-keyed-users-by-age': keyedUsersByAge()
   }
 }
 

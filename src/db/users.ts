@@ -1,8 +1,8 @@
 /** Storage of user records; the only module that writes SQL for them. */
-import { CompiledQuery, sql } from 'kysely'
+import { CompiledQuery, sql, type Kysely } from 'kysely'
 import { isUniqueViolation } from './errors.js'
 import type { QueryRunner } from './queries.js'
-import type { UserRow } from './schema.js'
+import type { Database, UserRow } from './schema.js'
 
 /** Ids are 32-bit on PostgreSQL (`integer`); the same bound holds on SQLite. */
 export const MAX_USER_ID = 2_147_483_647
@@ -48,13 +48,16 @@ export interface UserRepository {
 const withValues = <Row>(query: CompiledQuery<Row>, parameters: unknown[]): CompiledQuery<Row> =>
   CompiledQuery.raw(query.sql, parameters) as CompiledQuery<Row>
 
+/** Clears the keys of the users created before `keptSince`, found by the index of keyed users by age. */
+export const forgetKeysBefore = (db: Kysely<Database>, keptSince: string) => db.updateTable('users')
+  .set({ idempotency_key: null, request_fingerprint: null })
+  .where('idempotency_key', 'is not', null)
+  .where('created_at', '<', keptSince)
+  .compile()
+
 export function createUserRepository ({ db, read, readTogether, write }: QueryRunner): UserRepository {
   async function forgetIdempotencyKeys (keptSince: string): Promise<void> {
-    await write(db.updateTable('users')
-      .set({ idempotency_key: null, request_fingerprint: null })
-      .where('idempotency_key', 'is not', null)
-      .where('created_at', '<', keptSince)
-      .compile())
+    await write(forgetKeysBefore(db, keptSince))
   }
 
   // The queries of lookups, pages and inserts without a key, compiled once: Kysely builds and
