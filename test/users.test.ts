@@ -341,6 +341,7 @@ for (const database of [...testDatabases, behindPgBouncer]) {
         ['/users/507f1f77bcf86cd79943901g', ada, 'params/id must match pattern "^[0-9a-fA-F]{24}$"'],
         [`/users/${id}?limit=abc`, ada, 'querystring/limit must be integer'],
         [`/users/${id}?offset=-3`, ada, 'querystring/offset must be >= 0'],
+        [`/users/${id}?offset=10001`, ada, 'querystring/offset must be <= 10000'],
         [`/users/${id}`, { ...ada, age: -1 }, 'body/age must be >= 0'],
         [`/users/${id}`, { ...ada, age: 3.5 }, 'body/age must be integer'],
         [`/users/${id}`, { ...ada, age: '36' }, 'body/age must be integer'],
