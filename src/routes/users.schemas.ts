@@ -15,7 +15,7 @@ const Limit = (defaultValue: number) => Type.Integer({ minimum: 1, maximum: 1000
  * bound, one client asking for pages a million users deep kept the database busy for everyone.
  */
 const MAX_OFFSET = 10_000
-const Offset = Type.Integer({ minimum: 0, maximum: MAX_OFFSET, default: 0, description: `Users to skip, at most ${MAX_OFFSET.toLocaleString('en')}.` })
+const Offset = Type.Integer({ minimum: 0, maximum: MAX_OFFSET, default: 0, description: `Users to skip, at most ${MAX_OFFSET}.` })
 const After = Type.Integer({
   minimum: 0,
   maximum: MAX_USER_ID,
@@ -116,7 +116,7 @@ const databaseUnavailable = errorResponse('The database cannot do its work now, 
 export const ListUsersSchema = {
   summary: 'List stored users',
   description: 'Users in ascending `id` order, one page at a time: by `after` (the last id of the page before; every page costs the ' +
-    `same) or by \`offset\` (at most ${MAX_OFFSET.toLocaleString('en')}; deeper pages are reached by \`after\`). \`Link\` gives ` +
+    `same) or by \`offset\` (at most ${MAX_OFFSET}; deeper pages are reached by \`after\`). \`Link\` gives ` +
     'the next page and the first; `X-Total-Count` holds how many users there are in all.',
   operationId: 'listUsers',
   tags: ['users'],
