@@ -202,10 +202,13 @@ describe('PostgreSQL refusing work for a while', { skip: postgres.skip }, () => 
 
   /**
    * A session of the test's own, to hold a table's lock. Called before schemaOfItsOwnRole, so
-   * that it ends first, whatever happens, and dropping the schema never waits for its lock.
+   * that it ends first, whatever happens, and dropping the schema never waits for its lock. In
+   * a database of the test's own (`url`), dropping the database ends it, should the test stop
+   * before it does.
    */
-  async function lockHolder (t: TestContext): Promise<pg.Client> {
-    const holder = new pg.Client({ connectionString: process.env.TEST_DATABASE_URL })
+  async function lockHolder (t: TestContext, url = process.env.TEST_DATABASE_URL): Promise<pg.Client> {
+    const holder = new pg.Client({ connectionString: url })
+    holder.on('error', () => {})
     await holder.connect()
     t.after(() => holder.end())
     return holder
@@ -402,11 +405,9 @@ describe('PostgreSQL refusing work for a while', { skip: postgres.skip }, () => 
     const { db } = await createDatabase({ dialect: 'postgres', connectionString: url, poolSize: 1 })
     await new Migrator({ db, provider: { getMigrations: async () => allMigrations('postgres') } }).migrateTo('2026-11-22-create-users')
     await db.destroy()
-    const holder = new pg.Client({ connectionString: url })
-    holder.on('error', () => {}) // should the test stop early, dropping the database ends it
-    await holder.connect()
+    const holder = await lockHolder(t, url)
     await holder.query('begin; lock table users in access exclusive mode')
-    const released = sleep(12_000).then(async () => await holder.end())
+    const released = sleep(12_000).then(async () => await holder.query('rollback'))
 
     const started = Date.now()
     const migrate = await runScript('cli/migrate.ts', { DATABASE_URL: url })
