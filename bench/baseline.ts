@@ -8,7 +8,8 @@ import { readFileSync } from 'node:fs'
 import http from 'node:http'
 
 const port = Number(process.argv[2] ?? 3001)
-const indexHtml = readFileSync(new URL('../public/index.html', import.meta.url))
+// From the working directory, the repository's root: run.ts runs this file bundled, from dist/.
+const indexHtml = readFileSync('public/index.html')
 const page = JSON.stringify(Array.from({ length: 10 }, (_, i) => ({ id: i + 1, name: `user${i + 1}` })))
 const HEX24 = /^[0-9a-fA-F]{24}$/
 const EMAIL = /^[^\s@]+@[^\s@]+\.[^\s@]+$/

@@ -52,35 +52,45 @@ const swaggerUiFolder = {
 const SQLITE_WORKER = { in: join(repositoryRoot, 'src/db/sqlite-worker.ts'), out: 'sqlite-worker' }
 
 /**
+ * How a program of this repository becomes one file that `node` runs alone: the service's
+ * entry points here, and the benchmark's plain servers (bench/run.ts), built the same way so
+ * that their start-up and memory compare with the service's.
+ * @type {import('esbuild').BuildOptions}
+ */
+export const NODE_BUNDLE = {
+  bundle: true,
+  platform: 'node',
+  format: 'esm',
+  target: 'node22',
+  external: EXTERNAL,
+  // Not tsconfig.json, which extends a dev dependency's: a production install has none.
+  // Nothing in it changes what esbuild writes, since imports of types are marked as such.
+  tsconfigRaw: { compilerOptions: { verbatimModuleSyntax: true } },
+  // The CommonJS dependencies inside the bundle require Node's own modules.
+  banner: { js: "import { createRequire as createRequireOfBundle } from 'node:module'; const require = createRequireOfBundle(import.meta.url);" },
+  // Names are kept, so stack traces name their functions; `node --enable-source-maps`
+  // maps them to the sources. Without comments and line breaks the bundle is smaller and
+  // holds no character beyond Latin-1, so V8 keeps it in one byte a character, not two.
+  minifyWhitespace: true,
+  legalComments: 'external',
+  sourcemap: true,
+  logLevel: 'warning'
+}
+
+/**
  * Bundles each entry point (a path under src/) into `outdir`, keeping its place below src/
  * (src/server.ts becomes `outdir`/server.js), and the SQLite worker beside the server.
  * @param {{ entryPoints: string[], outdir: string }} options
  */
 export async function bundle ({ entryPoints, outdir }) {
   await build({
+    ...NODE_BUNDLE,
     entryPoints: [
       ...entryPoints.map((entry) => ({ in: join(repositoryRoot, entry), out: entry.replace(/^src\//, '').replace(/\.ts$/, '') })),
       SQLITE_WORKER
     ],
     outdir,
-    bundle: true,
-    platform: 'node',
-    format: 'esm',
-    target: 'node22',
-    external: EXTERNAL,
-    plugins: [swaggerUiFolder],
-    // Not tsconfig.json, which extends a dev dependency's: a production install has none.
-    // Nothing in it changes what esbuild writes, since imports of types are marked as such.
-    tsconfigRaw: { compilerOptions: { verbatimModuleSyntax: true } },
-    // The CommonJS dependencies inside the bundle require Node's own modules.
-    banner: { js: "import { createRequire as createRequireOfBundle } from 'node:module'; const require = createRequireOfBundle(import.meta.url);" },
-    // Names are kept, so stack traces name their functions; `node --enable-source-maps`
-    // maps them to the sources. Without comments and line breaks the bundle is smaller and
-    // holds no character beyond Latin-1, so V8 keeps it in one byte a character, not two.
-    minifyWhitespace: true,
-    legalComments: 'external',
-    sourcemap: true,
-    logLevel: 'warning'
+    plugins: [swaggerUiFolder]
   })
 }
 
