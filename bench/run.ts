@@ -36,6 +36,7 @@ import { parseArgs } from 'node:util'
 import { build } from 'esbuild'
 import { NODE_BUNDLE, SERVER_BUNDLE } from '../scripts/build.js'
 import { freePort } from '../test/process.js'
+import { readWrkOutput, type WrkFigures } from './wrk.js'
 
 const { values } = parseArgs({
   options: {
@@ -119,15 +120,6 @@ function cpuSeconds (pid: number): number {
 }
 const rssMegabytes = (pid: number) => Number(/VmRSS:\s+(\d+)/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))![1]) / 1024
 
-const MS_PER_UNIT: Record<string, number> = { us: 0.001, ms: 1, s: 1000, m: 60_000 }
-
-/** wrk writes latencies as 812.00us, 1.52ms, 2.01s or 1.10m. */
-function toMs (text: string): number {
-  const match = /^([\d.]+)(us|ms|s|m)$/.exec(text)
-  if (match === null) throw new Error(`unreadable latency from wrk: ${text}`)
-  return Number(match[1]) * MS_PER_UNIT[match[2]!]!
-}
-
 /** A server under test: its process, for its CPU use, and the port it answers on. */
 interface Server { name: string, process: ChildProcess, port: number }
 
@@ -149,21 +141,15 @@ async function measure (server: Server, workload: Workload, seconds: number, con
   const started = performance.now()
   const [command, ...args] = pin(1, ['wrk', '-t1', `-c${connections}`, `-d${seconds}s`, '--latency', '-s', script, `http://127.0.0.1:${server.port}${workload.path}`])
   const output = execFileSync(command!, args, { encoding: 'utf8' })
-  const field = (pattern: RegExp): string => {
-    const match = pattern.exec(output)
-    if (match === null) throw new Error(`${server.name}, ${workload.name}, ${connections} connections: wrk printed no ${pattern}:\n${output}`)
-    return match[1]!
+  let figures: WrkFigures
+  try {
+    figures = readWrkOutput(output)
+  } catch (error) {
+    throw new Error(`${server.name}, ${workload.name}, ${connections} connections: ${(error as Error).message}:\n${output}`)
   }
-  const requests = Number(field(/(\d+) requests in/))
-  const unexpected = Number(/unexpected: (\d+)/.exec(output)?.[1] ?? 0)
+  const { requests, rps, p50, p99, unexpected } = figures
   if (workload.expect === 201) created201.set(server, (created201.get(server) ?? 0) + requests - unexpected)
-  return {
-    rps: Number(field(/Requests\/sec:\s+([\d.]+)/)),
-    p50: toMs(field(/^\s+50%\s+(\S+)$/m)),
-    p99: toMs(field(/^\s+99%\s+(\S+)$/m)),
-    cpu: (cpuSeconds(server.process.pid!) - before) / ((performance.now() - started) / 1000),
-    unexpected
-  }
+  return { rps, p50, p99, cpu: (cpuSeconds(server.process.pid!) - before) / ((performance.now() - started) / 1000), unexpected }
 }
 
 /**
