@@ -320,6 +320,24 @@ describe('PostgreSQL refusing work for a while', { skip: postgres.skip }, () => 
     assert.equal((await app.inject('/users/1')).statusCode, 404, 'the same connections serve once the lock is gone')
   })
 
+  test('a server that lets the instance fewer connections than its pool (other instances hold the rest): requests wait for the connections it has, none fails, and one line says so', async (t) => {
+    const role = await schemaOfItsOwnRole(t)
+    const logs = captureLogs()
+    const app = await testApp(t, { DATABASE_URL: role.url, LOG_LEVEL: 'info', DATABASE_POOL_SIZE: '10', JWT_SECRET: 'a-test-secret-that-is-long-enough-for-hs256' }, logs.stream)
+    // What max_connections does once other instances hold all it allows but two.
+    await role.set('connection limit 2')
+    for (let round = 0; round < 3; round++) {
+      const answers = await Promise.all(Array.from({ length: 20 }, async () => (await app.inject('/users/1')).statusCode))
+      assert.deepEqual(answers, Array(20).fill(404), 'before: about half answered 503')
+    }
+    await sleep(1000) // the line is written a second after the first refusal
+    const refused = `PostgreSQL refuses this instance more connections (too many connections for role "${role.schema}"): it goes on with the 2 it has, and requests wait for one of them; the instances' DATABASE_POOL_SIZE together is more than the server allows`
+    assert.deepEqual(logs.lines.filter((line) => line.level >= 40 && !line.msg.startsWith('database connections lost')).map((line) => line.msg), [refused],
+      'one warning, no outage: before, a line for each refused request that followed an answered one')
+    const [open] = await postgresQuery<{ count: string }>('select count(*) from pg_stat_activity where usename = $1', [role.schema])
+    assert.equal(open?.count, '2')
+  })
+
   test('a login the server refuses while the service runs (a role disabled), or a database dropped: 503 with Retry-After, never 500, and it recovers', async (t) => {
     const role = await schemaOfItsOwnRole(t)
     const logs = captureLogs()

@@ -71,12 +71,92 @@ class PostgresWithoutMigrationLock extends PostgresDialect {
 /** PostgreSQL's SQLSTATE for a write refused because the session takes none. */
 const READ_ONLY_TRANSACTION = '25006'
 
+/**
+ * PostgreSQL's SQLSTATE for a connection refused because the server (`max_connections`), the
+ * role or the database (`CONNECTION LIMIT`) has as many as it allows.
+ */
+const TOO_MANY_CONNECTIONS = '53300'
+
+/** While the server refuses this instance more connections, how often it is asked for one more. */
+const MORE_CONNECTIONS_EVERY_MS = 1000
+
+/**
+ * Lends the pool's connections, at most `size` at once, as the pool would; but while the
+ * server refuses more (other instances hold what it allows: N instances × DATABASE_POOL_SIZE
+ * past its max_connections, say), at most as many as this instance has open. A request then
+ * waits for one of those, as for a pool that is full; the pool alone would fail every request
+ * that asked it for a new connection. One more connection is asked for every
+ * MORE_CONNECTIONS_EVERY_MS, so that the pool grows back as other instances close theirs.
+ */
+function connectionLender (pool: pg.Pool, size: number, refused: (error: Error) => void) {
+  let limit = size
+  let lent = 0
+  let askedForMoreAt = 0
+  const waiting: Array<() => void> = []
+
+  function giveBack (): void {
+    lent--
+    if (lent < limit && waiting.length > 0) {
+      lent++
+      waiting.shift()!()
+    }
+  }
+
+  async function take (): Promise<void> {
+    if (limit < size && performance.now() - askedForMoreAt >= MORE_CONNECTIONS_EVERY_MS) {
+      limit++
+      askedForMoreAt = performance.now()
+    }
+    if (lent < limit) {
+      lent++
+      return
+    }
+    await new Promise<void>((resolve, reject) => {
+      const timer = setTimeout(() => {
+        waiting.splice(waiting.indexOf(lend), 1)
+        reject(new Error('timeout exceeded when trying to connect'))
+      }, CONNECT_TIMEOUT_MS)
+      function lend (): void {
+        clearTimeout(timer)
+        resolve()
+      }
+      waiting.push(lend)
+    })
+  }
+
+  return {
+    waiting: () => waiting.length,
+    /** A connection of the pool; `giveBack` once it is released. */
+    async connect (): Promise<pg.PoolClient> {
+      for (;;) {
+        await take()
+        try {
+          return await pool.connect()
+        } catch (error) {
+          giveBack()
+          const tooMany = (error as { code?: unknown }).code === TOO_MANY_CONNECTIONS
+          if (tooMany) {
+            limit = Math.max(1, pool.totalCount)
+            askedForMoreAt = performance.now()
+            refused(error as Error)
+          }
+          // With none open, there is no connection to wait for.
+          if (!tooMany || pool.totalCount === 0) throw error
+        }
+      }
+    },
+    giveBack
+  }
+}
+
 export interface DatabaseOptions {
   /**
    * Told when an idle pooled connection breaks (the database went away); the pool drops it
    * and opens a new one when needed.
    */
   onConnectionError?: (error: Error) => void
+  /** Told when the server refuses the pool a connection for having too many: it goes on with those it has. */
+  onConnectionRefused?: (error: Error) => void
   /**
    * PostgreSQL's statements run as long as they need (within the role's own
    * `statement_timeout`, if it has one): for `npm run migrate`, where one migration may take
@@ -85,7 +165,7 @@ export interface DatabaseOptions {
   unbounded?: boolean
 }
 
-export async function createDatabase (config: DatabaseConfig, { onConnectionError = () => {}, unbounded = false }: DatabaseOptions = {}): Promise<DatabaseHandle> {
+export async function createDatabase (config: DatabaseConfig, { onConnectionError = () => {}, onConnectionRefused = () => {}, unbounded = false }: DatabaseOptions = {}): Promise<DatabaseHandle> {
   if (config.dialect === 'postgres') {
     // Loaded only here: on SQLite, the default, start-up skips it.
     const { DatabaseError, Pool }: typeof pg = require('pg')
@@ -109,6 +189,7 @@ export async function createDatabase (config: DatabaseConfig, { onConnectionErro
       client.query(`select set_config('statement_timeout', $1, false) from pg_settings
         where name = 'statement_timeout' and (setting = '0' or setting::int > $1::int)`, [String(STATEMENT_TIMEOUT_MS)]).catch(() => {})
     })
+    const connections = connectionLender(pool, config.poolSize, onConnectionRefused)
     return {
       db: new Kysely<Database>({ dialect: new PostgresWithoutMigrationLock({ pool }) }),
       postgres: {
@@ -125,7 +206,7 @@ export async function createDatabase (config: DatabaseConfig, { onConnectionErro
          * pool kept it busy, while a new one reaches the primary.
          */
         async run (sql, parameters) {
-          const client = await pool.connect()
+          const client = await connections.connect()
           let broken: Error | undefined
           try {
             return (await client.query(sql, [...parameters])).rows
@@ -134,9 +215,10 @@ export async function createDatabase (config: DatabaseConfig, { onConnectionErro
             throw error
           } finally {
             client.release(broken)
+            connections.giveBack()
           }
         },
-        poolStats: () => ({ open: pool.totalCount, idle: pool.idleCount, waiting: pool.waitingCount })
+        poolStats: () => ({ open: pool.totalCount, idle: pool.idleCount, waiting: pool.waitingCount + connections.waiting() })
       }
     }
   }

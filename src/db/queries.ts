@@ -65,8 +65,32 @@ function connectionLossesLog (log: OutageLogger): (error: Error) => void {
   }
 }
 
+/** How often, at most, the server's refusals of more connections are logged while they go on. */
+const CONNECTION_REFUSALS_LOG_MS = 60_000
+
+/**
+ * The server's refusals of more connections, in one line a minute at most while they go on
+ * (under load, the pool asks for one more every second), written a second after the first,
+ * once the connections being opened with it have opened or failed, to say how many there are.
+ */
+function connectionRefusalsLog (log: OutageLogger, openConnections: () => number): (error: Error) => void {
+  let loggedAt: number | undefined
+  return (error) => {
+    if (loggedAt !== undefined && performance.now() - loggedAt < CONNECTION_REFUSALS_LOG_MS) return
+    loggedAt = performance.now()
+    setTimeout(() => {
+      const open = openConnections()
+      const meanwhile = open > 0 ? `it goes on with the ${open} it has, and requests wait for one of them` : 'it has none, and requests fail with 503 until it gets one'
+      log.warn({ open, err: error }, `PostgreSQL refuses this instance more connections (${error.message}): ${meanwhile}; the instances' DATABASE_POOL_SIZE together is more than the server allows`)
+    }, CONNECTION_LOSSES_LOG_MS).unref()
+  }
+}
+
 async function openPostgresQueries (config: DatabaseConfig, log: OutageLogger): Promise<QueryRunner> {
-  const { db, postgres } = await createDatabase(config, { onConnectionError: connectionLossesLog(log) })
+  const { db, postgres } = await createDatabase(config, {
+    onConnectionError: connectionLossesLog(log),
+    onConnectionRefused: connectionRefusalsLog(log, () => postgres!.poolStats().open)
+  })
   const { run: runStatement, poolStats } = postgres!
   let migrations: MigrationOutcome
   try {
