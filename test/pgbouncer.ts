@@ -27,8 +27,8 @@ async function accepting (port: number): Promise<boolean> {
   }
 }
 
-/** Starts PgBouncer and resolves with its port once it accepts connections. */
-async function startPgBouncer (): Promise<number> {
+/** Starts PgBouncer, with `settings` over the defaults, and resolves with its port once it accepts connections. */
+async function startPgBouncer (settings: Record<string, string>): Promise<number> {
   const server = new URL(process.env.TEST_DATABASE_URL as string)
   const folder = mkdtempSync(join(tmpdir(), 'service-pgbouncer-'))
   // PgBouncer will not run as root: as root it is started as the postgres user, which must
@@ -36,19 +36,23 @@ async function startPgBouncer (): Promise<number> {
   chmodSync(folder, 0o755)
   const port = await freePort()
   writeFileSync(join(folder, 'users.txt'), `"${server.username || 'postgres'}" ""\n`)
+  const configuration = {
+    listen_addr: '127.0.0.1',
+    listen_port: String(port),
+    unix_socket_dir: '',
+    auth_type: 'trust',
+    admin_users: server.username || 'postgres',
+    auth_file: join(folder, 'users.txt'),
+    pool_mode: 'transaction',
+    max_client_conn: '1000',
+    default_pool_size: '20',
+    ...settings
+  }
   writeFileSync(join(folder, 'pgbouncer.ini'), [
     '[databases]',
     `* = host=${server.hostname} port=${server.port || 5432}`,
     '[pgbouncer]',
-    'listen_addr = 127.0.0.1',
-    `listen_port = ${port}`,
-    'unix_socket_dir =',
-    'auth_type = trust',
-    `admin_users = ${server.username || 'postgres'}`,
-    `auth_file = ${join(folder, 'users.txt')}`,
-    'pool_mode = transaction',
-    'max_client_conn = 1000',
-    'default_pool_size = 20'
+    ...Object.entries(configuration).map(([name, value]) => `${name} = ${value}`)
   ].join('\n') + '\n')
   const asRoot = process.getuid?.() === 0
   const log = join(folder, 'pgbouncer.log')
@@ -67,18 +71,25 @@ async function startPgBouncer (): Promise<number> {
   throw new Error(`PgBouncer did not start: ${readFileSync(log, 'utf8')}`)
 }
 
-let started: Promise<number> | undefined
-
-/** PostgreSQL behind PgBouncer in transaction pooling mode: a fresh database for each test. */
-export const behindPgBouncer: TestDatabase = {
-  name: 'PostgreSQL behind PgBouncer',
-  skip,
-  url: async (t: TestContext) => {
-    const port = await (started ??= startPgBouncer())
-    const { name } = await postgresDatabase(t, 'bouncer')
-    return `postgres://postgres@127.0.0.1:${port}/${name}`
+/**
+ * PostgreSQL behind a PgBouncer of its own, with `settings` over the defaults, started on first
+ * use: a fresh database for each test.
+ */
+export function pgBouncerWith (settings: Record<string, string>): TestDatabase {
+  let started: Promise<number> | undefined
+  return {
+    name: 'PostgreSQL behind PgBouncer',
+    skip,
+    url: async (t: TestContext) => {
+      const port = await (started ??= startPgBouncer(settings))
+      const { name } = await postgresDatabase(t, 'bouncer')
+      return `postgres://postgres@127.0.0.1:${port}/${name}`
+    }
   }
 }
+
+/** PostgreSQL behind PgBouncer in transaction pooling mode: a fresh database for each test. */
+export const behindPgBouncer = pgBouncerWith({})
 
 /** How many client connections PgBouncer holds for the database named in `url`. */
 export async function pgBouncerClients (url: string): Promise<number> {

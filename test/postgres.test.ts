@@ -7,7 +7,7 @@ import { Migrator } from 'kysely/migration'
 import { createDatabase } from '../src/db/database.js'
 import { MIGRATION_LOCK_KEY, migrations as allMigrations } from '../src/db/migrate.js'
 import { captureLogs, postJson, postJsonOver as post, postgresDatabase, postgresQuery, rawRequest, testApp, testDatabases, waitFor, type TestDatabase } from './helpers.js'
-import { behindPgBouncer, pgBouncerClients } from './pgbouncer.js'
+import { behindPgBouncer, pgBouncerClients, pgBouncerWith } from './pgbouncer.js'
 import { runScript, startService } from './process.js'
 import { startTcpProxy } from './tcp-proxy.js'
 
@@ -331,11 +331,24 @@ describe('PostgreSQL refusing work for a while', { skip: postgres.skip }, () => 
       assert.deepEqual(answers, Array(20).fill(404), 'before: about half answered 503')
     }
     await sleep(1000) // the line is written a second after the first refusal
-    const refused = `PostgreSQL refuses this instance more connections (too many connections for role "${role.schema}"): it goes on with the 2 it has, and requests wait for one of them; the instances' DATABASE_POOL_SIZE together is more than the server allows`
+    const refused = `The database refuses this instance more connections (too many connections for role "${role.schema}"): it goes on with the 2 it has, and requests wait for one of them; the instances' DATABASE_POOL_SIZE together is more than it allows`
     assert.deepEqual(logs.lines.filter((line) => line.level >= 40 && !line.msg.startsWith('database connections lost')).map((line) => line.msg), [refused],
       'one warning, no outage: before, a line for each refused request that followed an answered one')
     const [open] = await postgresQuery<{ count: string }>('select count(*) from pg_stat_activity where usename = $1', [role.schema])
     assert.equal(open?.count, '2')
+  })
+
+  test('PgBouncer letting the instance fewer client connections than its pool (max_client_conn): requests wait for the connections it has, none fails, and one line says so', { skip: behindPgBouncer.skip }, async (t) => {
+    const url = await pgBouncerWith({ max_client_conn: '3' }).url(t)
+    const logs = captureLogs()
+    const app = await testApp(t, { DATABASE_URL: url, LOG_LEVEL: 'info', DATABASE_POOL_SIZE: '10', JWT_SECRET: 'a-test-secret-that-is-long-enough-for-hs256' }, logs.stream)
+    for (let round = 0; round < 3; round++) {
+      const answers = await Promise.all(Array.from({ length: 20 }, async () => (await app.inject('/users/1')).statusCode))
+      assert.deepEqual(answers, Array(20).fill(404), 'before: most answered 503')
+    }
+    await sleep(1000) // the line is written a second after the first refusal
+    assert.deepEqual(logs.lines.filter((line) => line.level >= 40).map((line) => line.msg),
+      ['The database refuses this instance more connections (no more connections allowed (max_client_conn)): it goes on with the 3 it has, and requests wait for one of them; the instances\' DATABASE_POOL_SIZE together is more than it allows'])
   })
 
   test('a login the server refuses while the service runs (a role disabled), or a database dropped: 503 with Retry-After, never 500, and it recovers', async (t) => {

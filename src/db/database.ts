@@ -72,21 +72,27 @@ class PostgresWithoutMigrationLock extends PostgresDialect {
 const READ_ONLY_TRANSACTION = '25006'
 
 /**
- * PostgreSQL's SQLSTATE for a connection refused because the server (`max_connections`), the
- * role or the database (`CONNECTION LIMIT`) has as many as it allows.
+ * A connection refused because there are as many as allowed: by PostgreSQL (SQLSTATE 53300:
+ * its `max_connections`, or a role's or database's `CONNECTION LIMIT`), or by PgBouncer in
+ * front of it (its `max_client_conn`), which says so only in words, under the code of a
+ * protocol error.
  */
-const TOO_MANY_CONNECTIONS = '53300'
+function isTooManyConnections (error: unknown): boolean {
+  const { code, message } = error as { code?: unknown, message?: unknown }
+  return code === '53300' || (code === '08P01' && message === 'no more connections allowed (max_client_conn)')
+}
 
 /** While the server refuses this instance more connections, how often it is asked for one more. */
 const MORE_CONNECTIONS_EVERY_MS = 1000
 
 /**
  * Lends the pool's connections, at most `size` at once, as the pool would; but while the
- * server refuses more (other instances hold what it allows: N instances × DATABASE_POOL_SIZE
- * past its max_connections, say), at most as many as this instance has open. A request then
- * waits for one of those, as for a pool that is full; the pool alone would fail every request
- * that asked it for a new connection. One more connection is asked for every
- * MORE_CONNECTIONS_EVERY_MS, so that the pool grows back as other instances close theirs.
+ * server or PgBouncer refuses more (other instances hold what it allows: N instances ×
+ * DATABASE_POOL_SIZE past its max_connections, say), at most as many as this instance has
+ * open. A request then waits for one of those, as for a pool that is full; the pool alone
+ * would fail every request that asked it for a new connection. One more connection is asked
+ * for every MORE_CONNECTIONS_EVERY_MS, so that the pool grows back as other instances close
+ * theirs.
  */
 function connectionLender (pool: pg.Pool, size: number, refused: (error: Error) => void) {
   let limit = size
@@ -134,7 +140,7 @@ function connectionLender (pool: pg.Pool, size: number, refused: (error: Error) 
           return await pool.connect()
         } catch (error) {
           giveBack()
-          const tooMany = (error as { code?: unknown }).code === TOO_MANY_CONNECTIONS
+          const tooMany = isTooManyConnections(error)
           if (tooMany) {
             limit = Math.max(1, pool.totalCount)
             askedForMoreAt = performance.now()

@@ -81,7 +81,7 @@ function connectionRefusalsLog (log: OutageLogger, openConnections: () => number
     setTimeout(() => {
       const open = openConnections()
       const meanwhile = open > 0 ? `it goes on with the ${open} it has, and requests wait for one of them` : 'it has none, and requests fail with 503 until it gets one'
-      log.warn({ open, err: error }, `PostgreSQL refuses this instance more connections (${error.message}): ${meanwhile}; the instances' DATABASE_POOL_SIZE together is more than the server allows`)
+      log.warn({ open, err: error }, `The database refuses this instance more connections (${error.message}): ${meanwhile}; the instances' DATABASE_POOL_SIZE together is more than it allows`)
     }, CONNECTION_LOSSES_LOG_MS).unref()
   }
 }
