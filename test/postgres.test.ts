@@ -320,16 +320,21 @@ describe('PostgreSQL refusing work for a while', { skip: postgres.skip }, () => 
     assert.equal((await app.inject('/users/1')).statusCode, 404, 'the same connections serve once the lock is gone')
   })
 
+  /** Three rounds of 20 concurrent lookups of a user not stored: each is answered 404. */
+  async function lookUpInRounds (app: Awaited<ReturnType<typeof testApp>>, message: string): Promise<void> {
+    for (let round = 0; round < 3; round++) {
+      const answers = await Promise.all(Array.from({ length: 20 }, async () => (await app.inject('/users/1')).statusCode))
+      assert.deepEqual(answers, Array(20).fill(404), message)
+    }
+  }
+
   test('a server that lets the instance fewer connections than its pool (other instances hold the rest): requests wait for the connections it has, none fails, and one line says so', async (t) => {
     const role = await schemaOfItsOwnRole(t)
     const logs = captureLogs()
     const app = await testApp(t, { DATABASE_URL: role.url, LOG_LEVEL: 'info', DATABASE_POOL_SIZE: '10', JWT_SECRET: 'a-test-secret-that-is-long-enough-for-hs256' }, logs.stream)
     // What max_connections does once other instances hold all it allows but two.
     await role.set('connection limit 2')
-    for (let round = 0; round < 3; round++) {
-      const answers = await Promise.all(Array.from({ length: 20 }, async () => (await app.inject('/users/1')).statusCode))
-      assert.deepEqual(answers, Array(20).fill(404), 'before: about half answered 503')
-    }
+    await lookUpInRounds(app, 'before: about half answered 503')
     await sleep(1000) // the line is written a second after the first refusal
     const refused = `The database refuses this instance more connections (too many connections for role "${role.schema}"): it goes on with the 2 it has, and requests wait for one of them; the instances' DATABASE_POOL_SIZE together is more than it allows`
     assert.deepEqual(logs.lines.filter((line) => line.level >= 40 && !line.msg.startsWith('database connections lost')).map((line) => line.msg), [refused],
@@ -342,10 +347,7 @@ describe('PostgreSQL refusing work for a while', { skip: postgres.skip }, () => 
     const url = await pgBouncerWith({ max_client_conn: '3' }).url(t)
     const logs = captureLogs()
     const app = await testApp(t, { DATABASE_URL: url, LOG_LEVEL: 'info', DATABASE_POOL_SIZE: '10', JWT_SECRET: 'a-test-secret-that-is-long-enough-for-hs256' }, logs.stream)
-    for (let round = 0; round < 3; round++) {
-      const answers = await Promise.all(Array.from({ length: 20 }, async () => (await app.inject('/users/1')).statusCode))
-      assert.deepEqual(answers, Array(20).fill(404), 'before: most answered 503')
-    }
+    await lookUpInRounds(app, 'before: most answered 503')
     await sleep(1000) // the line is written a second after the first refusal
     assert.deepEqual(logs.lines.filter((line) => line.level >= 40).map((line) => line.msg),
       ['The database refuses this instance more connections (no more connections allowed (max_client_conn)): it goes on with the 3 it has, and requests wait for one of them; the instances\' DATABASE_POOL_SIZE together is more than it allows'])
