@@ -159,11 +159,12 @@ export function loadConfig (environment: Record<string, string | undefined>): Co
     checkSecretStrength(parsed.JWT_SECRET)
   }
 
+  const database = parseDatabaseUrl(parsed.DATABASE_URL, parsed.DATABASE_POOL_SIZE)
   return {
     production,
     port: parsed.PORT,
     host: parsed.HOST,
-    database: parseDatabaseUrl(parsed.DATABASE_URL, parsed.DATABASE_POOL_SIZE),
+    database,
     jwt: parsed.JWT_SECRET === undefined
       ? { secret: randomBytes(32).toString('base64url'), generated: true }
       : { secret: parsed.JWT_SECRET, generated: false },
@@ -184,7 +185,7 @@ export function loadConfig (environment: Record<string, string | undefined>): Co
       requestMs: parsed.REQUEST_TIMEOUT_MS,
       keepAliveMs: parsed.KEEP_ALIVE_TIMEOUT_MS
     },
-    maxConnections: parsed.MAX_CONNECTIONS ?? connectionsWithinDescriptorLimit(),
+    maxConnections: connectionLimit(parsed.MAX_CONNECTIONS, database),
     metrics: parsed.METRICS === 'on',
     trustProxy: parseTrustProxy(parsed.TRUST_PROXY),
     idempotencyKeyTtlMs: parseDuration(parsed.IDEMPOTENCY_KEY_TTL) as number,
@@ -233,17 +234,36 @@ function heapToShedAt (megabytes: number | undefined): number {
   return megabytes * MB
 }
 
-/** Descriptors kept for everything but client connections: database files and sockets, logs. */
+/** Descriptors kept for everything but client connections and PostgreSQL's pool: SQLite's files, logs, Node's own. */
 const RESERVED_DESCRIPTORS = 128
 
 /**
- * As many client connections as the process's limit of open files allows, less a reserve, so
- * that connections can never take the last descriptor: without one, reading the memory
- * figures (for overload protection), opening the database's files or accepting a connection
- * fails. The limit is read from /proc/self/limits; where there is none, connections are not
- * counted.
+ * How many client connections may be open at once. Each takes one of the process's open
+ * files, as does each connection of PostgreSQL's pool, so by default as many as the open-file
+ * limit allows less the pool and a reserve: neither can take the last descriptor, without which
+ * reading the memory figures (for overload protection) ends the process, and opening a
+ * connection to the database or accepting a client fails. A setting that would let them take
+ * it is refused. The limit is read from /proc/self/limits; where there is none, connections
+ * are not counted.
  */
-function connectionsWithinDescriptorLimit (): number {
+function connectionLimit (setting: number | undefined, database: DatabaseConfig): number {
+  const openFiles = openFileLimit()
+  const pool = database.dialect === 'postgres' ? database.poolSize : 0
+  const available = openFiles - RESERVED_DESCRIPTORS - pool
+  const budget = `the open-file limit is ${openFiles}, less ${RESERVED_DESCRIPTORS} kept for the process` +
+    (pool > 0 ? ` and ${pool} for DATABASE_POOL_SIZE` : '')
+  if (available < 1) {
+    throw new ConfigError(`No open file is left for client connections: ${budget} (raise the limit${pool > 0 ? ', or lower DATABASE_POOL_SIZE' : ''})`)
+  }
+  if (setting === undefined) return available
+  if (setting > available) {
+    throw new ConfigError(`MAX_CONNECTIONS must be at most ${available}: ${budget} (raise the limit, or lower MAX_CONNECTIONS) (got ${setting})`)
+  }
+  return setting
+}
+
+/** The process's soft limit of open files, from /proc/self/limits; Infinity where there is none or it cannot be read. */
+function openFileLimit (): number {
   let limits: string
   try {
     limits = readFileSync('/proc/self/limits', 'utf8')
@@ -251,7 +271,7 @@ function connectionsWithinDescriptorLimit (): number {
     return Infinity
   }
   const soft = /^Max open files\s+(\d+|unlimited)/m.exec(limits)?.[1]
-  return soft === undefined || soft === 'unlimited' ? Infinity : Math.max(1, Number(soft) - RESERVED_DESCRIPTORS)
+  return soft === undefined || soft === 'unlimited' ? Infinity : Number(soft)
 }
 
 function parseDatabaseUrl (url: string, poolSize: number): DatabaseConfig {

@@ -114,11 +114,26 @@ test('production requires JWT_SECRET; elsewhere a random per-process secret is g
   assert.notEqual(first.secret, second.secret)
 })
 
-test('MAX_CONNECTIONS defaults to the open-file limit less a reserve of 128, and can be set', { skip: existsSync('/proc/self/limits') ? false : 'no /proc/self/limits here' }, () => {
+test('MAX_CONNECTIONS defaults to the open-file limit less 128 and, on PostgreSQL, the pool; one that would leave no open file is refused', { skip: existsSync('/proc/self/limits') ? false : 'no /proc/self/limits here' }, async () => {
   const soft = /^Max open files\s+(\d+)/m.exec(readFileSync('/proc/self/limits', 'utf8'))?.[1]
-  assert.equal(loadConfig({}).maxConnections, soft === undefined ? Infinity : Number(soft) - 128)
+  const limit = soft === undefined ? Infinity : Number(soft)
+  assert.equal(loadConfig({}).maxConnections, limit - 128)
+  assert.equal(loadConfig({ DATABASE_URL: 'postgres://app@db.internal/users', DATABASE_POOL_SIZE: '50' }).maxConnections, limit - 128 - 50,
+    'each pooled connection takes an open file too')
   assert.equal(loadConfig({ MAX_CONNECTIONS: '500' }).maxConnections, 500)
   assert.throws(() => loadConfig({ MAX_CONNECTIONS: '0' }), /^ConfigError: MAX_CONNECTIONS must be >= 1/)
+  if (limit !== Infinity) {
+    assert.throws(() => loadConfig({ MAX_CONNECTIONS: String(limit) }), {
+      message: `MAX_CONNECTIONS must be at most ${limit - 128}: the open-file limit is ${limit}, less 128 kept for the process (raise the limit, or lower MAX_CONNECTIONS) (got ${limit})`
+    })
+  }
+
+  // sh lowers the limit for the service alone, as a tight container or systemd unit would.
+  const refused = await runNode(['-c', 'ulimit -n 200 && exec "$0" "$@"', process.execPath, ...fromSource('server.ts')],
+    { DATABASE_URL: 'postgres://app@db.invalid/users', DATABASE_POOL_SIZE: '100' }, 'sh')
+  assert.equal(refused.code, 1)
+  assert.equal(refused.stderr, 'Configuration error: No open file is left for client connections: the open-file limit is 200, ' +
+    'less 128 kept for the process and 100 for DATABASE_POOL_SIZE (raise the limit, or lower DATABASE_POOL_SIZE)\n')
 })
 
 test('OVERLOAD_MAX_HEAP_MB defaults to three quarters of the heap V8 allows, at most 1 GB; one the heap can never reach is refused', async () => {

@@ -1,5 +1,6 @@
 import assert from 'node:assert/strict'
 import { randomBytes } from 'node:crypto'
+import http from 'node:http'
 import { describe, test, type TestContext } from 'node:test'
 import { setTimeout as sleep } from 'node:timers/promises'
 import pg from 'pg'
@@ -8,7 +9,7 @@ import { createDatabase } from '../src/db/database.js'
 import { MIGRATION_LOCK_KEY, migrations as allMigrations } from '../src/db/migrate.js'
 import { captureLogs, postJson, postJsonOver as post, postgresDatabase, postgresQuery, rawRequest, testApp, testDatabases, waitFor, type TestDatabase } from './helpers.js'
 import { behindPgBouncer, pgBouncerClients, pgBouncerWith } from './pgbouncer.js'
-import { runScript, startService } from './process.js'
+import { fromSource, runScript, startService } from './process.js'
 import { startTcpProxy } from './tcp-proxy.js'
 
 const postgres = testDatabases.find((database) => database.name === 'PostgreSQL')!
@@ -351,6 +352,38 @@ describe('PostgreSQL refusing work for a while', { skip: postgres.skip }, () => 
     await sleep(1000) // the line is written a second after the first refusal
     assert.deepEqual(logs.lines.filter((line) => line.level >= 40).map((line) => line.msg),
       ['The database refuses this instance more connections (no more connections allowed (max_client_conn)): it goes on with the 3 it has, and requests wait for one of them; the instances\' DATABASE_POOL_SIZE together is more than it allows'])
+  })
+
+  test('client connections leave the pool its open files: under a low open-file limit with a large pool, a flood of clients is answered or refused, never a 500, and the process lives on', { skip: behindPgBouncer.skip }, async (t) => {
+    // PgBouncer takes every connection a pool of 150 asks for, where the server allows 100.
+    const url = await behindPgBouncer.url(t)
+    // sh lowers the limit for the service alone, as a tight container or systemd unit would.
+    const service = await startService(t, { DATABASE_URL: url, DATABASE_POOL_SIZE: '150' }, undefined,
+      ['-c', 'ulimit -n 400 && exec "$0" "$@"', process.execPath, ...fromSource('server.ts')], 'sh')
+    assert.equal((await post(service.port, '/users', { name: 'Ada', email: 'ada@example.com' })).statusCode, 201)
+
+    // More clients at once than connections are let in, each asking again as soon as it is answered.
+    const outcomes = new Map<number | string, number>()
+    const agent = new http.Agent({ keepAlive: true, maxSockets: 272 })
+    t.after(() => agent.destroy())
+    const until = Date.now() + 4000
+    await Promise.all(Array.from({ length: 272 }, async () => {
+      while (Date.now() < until) {
+        const outcome = await new Promise<number | string>((resolve) => {
+          http.get({ host: '127.0.0.1', port: service.port, path: '/users/1', agent }, (response) => {
+            response.resume()
+            response.on('end', () => resolve(response.statusCode ?? 0))
+          }).on('error', (error: NodeJS.ErrnoException) => resolve(error.code ?? 'error'))
+        })
+        outcomes.set(outcome, (outcomes.get(outcome) ?? 0) + 1)
+        if (typeof outcome === 'string') await sleep(10) // refused: MAX_CONNECTIONS are open
+      }
+    }))
+    const answers = Object.fromEntries(outcomes)
+    assert.equal(service.child.exitCode, null, `the process lives on (before, it ended on EMFILE): ${JSON.stringify(answers)}`)
+    assert.ok((outcomes.get(200) ?? 0) > 0, JSON.stringify(answers))
+    assert.equal(outcomes.get(500), undefined, `no 500 (before, a new pooled connection failed with EMFILE): ${JSON.stringify(answers)}`)
+    assert.deepEqual(service.stdout.filter((line) => line.includes('EMFILE')), [])
   })
 
   test('a login the server refuses while the service runs (a role disabled), or a database dropped: 503 with Retry-After, never 500, and it recovers', async (t) => {
