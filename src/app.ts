@@ -13,6 +13,7 @@ import auth, { requireTokensPlugin } from './plugins/auth.js'
 import connectionLimit from './plugins/connection-limit.js'
 import cors from './plugins/cors.js'
 import docs, { docsPage } from './plugins/docs.js'
+import fileLimit from './plugins/file-limit.js'
 import metricsCollection from './plugins/metrics.js'
 import overload from './plugins/overload.js'
 import rateLimit from './plugins/rate-limit.js'
@@ -133,9 +134,11 @@ export async function buildApp (config: Config, options: BuildOptions = {}): Pro
       await operations.register(metrics)
     })
   }
-  // Pages for a browser, under helmet's headers: the docs page, and files last.
+  // Pages for a browser, under helmet's headers and a bound on the files sent at once: the
+  // docs page, and files last.
   await app.register(async (pages) => {
     await pages.register(pageSecurityHeaders)
+    await pages.register(fileLimit)
     await pages.register(docsPage)
     await pages.register(staticFiles, { root: config.staticDir, apiSegments })
   })

@@ -1,9 +1,12 @@
 import assert from 'node:assert/strict'
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
+import net from 'node:net'
 import { join } from 'node:path'
 import { test, type TestContext } from 'node:test'
+import { setTimeout as sleep } from 'node:timers/promises'
 import { listeningApp, rawRequest } from './helpers.js'
+import { fromSource, startService } from './process.js'
 
 /** A static folder with a secret file beside it (outside it) to try to reach. */
 function staticFolder (t: TestContext): string {
@@ -128,4 +131,39 @@ test('a changed file is served at once, with its own ETag, and a large one in fu
   const largeFile = await rawRequest(port, { path: '/large.txt' })
   assert.equal(largeFile.headers['content-length'], '200000')
   assert.equal(largeFile.body, large)
+})
+
+test('at most 64 files are sent at once: past it a page answers 503 with Retry-After, so that slow readers and pipelined requests never take the process\'s last open file', async (t) => {
+  const root = staticFolder(t)
+  // Larger than the kernel's socket buffers hold, so a client that does not read keeps it open.
+  writeFileSync(join(root, 'large.bin'), Buffer.alloc(32 * 2 ** 20))
+  // sh lowers the limit for the service alone, as a tight container or systemd unit would:
+  // 172 connections, and 128 open files for everything else.
+  const service = await startService(t, { STATIC_DIR: root }, undefined,
+    ['-c', 'ulimit -n 300 && exec "$0" "$@"', process.execPath, ...fromSource('server.ts')], 'sh')
+  const request = 'GET /large.bin HTTP/1.1\r\nHost: localhost\r\n\r\n'
+  const clients: net.Socket[] = []
+  t.after(() => { for (const socket of clients) socket.destroy() })
+  // 140 clients that ask for the file and do not read it, and one that pipelines 140 requests for it.
+  for (let i = 0; i <= 140; i++) {
+    const socket = net.connect(service.port, '127.0.0.1', () => { socket.write(i === 140 ? request.repeat(140) : request) })
+    socket.pause()
+    socket.on('error', () => {})
+    clients.push(socket)
+  }
+  await sleep(1500)
+  assert.equal(service.child.exitCode, null, 'the process lives on (before, it ended: EMFILE, reading its memory figures)')
+
+  const refused = await rawRequest(service.port, { path: '/large.bin' })
+  assert.equal(refused.statusCode, 503)
+  assert.equal(refused.headers['retry-after'], '1')
+  assert.deepEqual(JSON.parse(refused.body), { error: 'Too many files are being sent: try again shortly' })
+  assert.equal((await rawRequest(service.port, { path: '/users' })).statusCode, 200, 'the API is answered meanwhile')
+  assert.deepEqual(service.stdout.filter((line) => line.includes('EMFILE')), [], 'no file failed to open')
+
+  for (const socket of clients) socket.destroy()
+  await sleep(500)
+  const served = await rawRequest(service.port, { path: '/large.bin' })
+  assert.equal(served.statusCode, 200, 'once they are gone, the file is served again')
+  assert.equal(served.body.length, 32 * 2 ** 20)
 })
