@@ -16,6 +16,7 @@ import docs, { docsPage } from './plugins/docs.js'
 import fileLimit from './plugins/file-limit.js'
 import metricsCollection from './plugins/metrics.js'
 import overload from './plugins/overload.js'
+import pipelining from './plugins/pipelining.js'
 import rateLimit from './plugins/rate-limit.js'
 import requestHooks, { requestIdFrom } from './plugins/request-hooks.js'
 import securityHeaders, { pageSecurityHeaders } from './plugins/security-headers.js'
@@ -98,7 +99,9 @@ export async function buildApp (config: Config, options: BuildOptions = {}): Pro
   const namedSchemas = [ErrorSchema, ...statusSchemas, ...greetingSchemas, ...userSchemas]
   for (const schema of namedSchemas) app.addSchema(schema)
   app.setValidatorCompiler(createValidatorCompiler(namedSchemas))
-  // First, so that every route and hook is instrumented.
+  // First, so that a request pipelined behind another has nothing begun while it waits.
+  await app.register(pipelining)
+  // Next, so that every route and hook is instrumented.
   if (options.tracing !== undefined) await app.register(options.tracing.plugin)
   // Bodies are JSON or nothing: without this, text/plain would be parsed as a string.
   app.removeContentTypeParser('text/plain')

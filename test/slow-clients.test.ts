@@ -224,3 +224,36 @@ test('connections beyond the open-file limit are refused while those open are se
   const counted = Number(/^connections_refused_total (\d+)$/m.exec(metrics.body)?.[1])
   assert.ok(counted >= refused, `connections_refused_total ${counted}`)
 })
+
+test('requests pipelined on one connection are answered in order, one at a time; a connection with more than 64 waiting is closed, and memory holds', async (t) => {
+  // A small heap, so that answers piling up would show: before, it ran out, and the process ended.
+  const service = await startService(t, { DATABASE_URL: 'sqlite::memory:' }, undefined, ['--max-old-space-size=96', ...fromSource('server.ts')])
+  // 1,000 users with long names: a full page is 220 kB.
+  const name = 'n'.repeat(200)
+  for (let i = 0; i < 1000; i += 50) {
+    await Promise.all(Array.from({ length: 50 }, async () => await postJsonOver(service.port, '/users', { name, email: 'ada@example.com' })))
+  }
+
+  const get = (path: string, headers = '') => `GET ${path} HTTP/1.1\r\nHost: localhost\r\n${headers}\r\n`
+  const body = JSON.stringify({ name: 'Grace', email: 'grace@example.com' })
+  const pipelined = await rawConnection(service.port)
+  pipelined.socket.write(get('/users/2') + get('/users/1') +
+    `POST /users HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: ${body.length}\r\n\r\n${body}` +
+    get('/users/1001') + get('/', 'Connection: close\r\n'))
+  const received = await pipelined.closed
+  assert.deepEqual([...received.matchAll(/HTTP\/1\.1 (\d+)/g)].map((match) => Number(match[1])), [200, 200, 201, 200, 200])
+  assert.deepEqual([...received.matchAll(/"id":"(\d+)"/g)].map((match) => match[1]), ['2', '1', '1001'], 'each answer in its request\'s place')
+
+  // 2,000 requests for full pages in one go, whose answers are never read.
+  const flood = net.connect(service.port, '127.0.0.1', () => { flood.write(get('/users?limit=1000').repeat(2000)) })
+  flood.pause()
+  flood.on('error', () => {})
+  t.after(() => flood.destroy())
+  const closing = () => service.stdout.map((line) => JSON.parse(line)).filter((line) => line.msg === 'closing a connection that pipelined more requests than are handled in turn')
+  await waitFor(() => closing().length > 0 || service.child.exitCode !== null, 10_000)
+  assert.equal(service.child.exitCode, null, 'the process lives on (before, its heap ran out)')
+  assert.deepEqual(closing().map((line) => [line.level, line.maxWaiting]), [[30, 64]])
+  flood.resume()
+  await new Promise((resolve) => flood.once('close', resolve))
+  assert.equal((await rawRequest(service.port, { path: '/users?limit=1000' })).statusCode, 200, 'other clients are answered')
+})
