@@ -4,10 +4,11 @@
  *
  * A file being sent holds one of the process's open files until the client has read it all.
  * Without a bound, clients that ask for a large file (the docs page's script is 1.7 MB) and
- * read it slowly, or one client that pipelines hundreds of requests for it over one
- * connection, take every descriptor the process has: then the database's connections fail,
- * and reading the memory figures for overload protection ends the process. The bound fits
- * in the descriptors that MAX_CONNECTIONS keeps for everything but connections (config.ts).
+ * read it slowly take every descriptor the process has, a connection and a file each (a
+ * connection's pipelined requests are handled in turn, pipelining.ts): then the database's
+ * connections fail, and reading the memory figures for overload protection ends the process.
+ * The bound fits in the descriptors that MAX_CONNECTIONS keeps for everything but
+ * connections (config.ts).
  *
  * A request holds its place from its first hook until the file it sent is closed (read to
  * its end, or abandoned with its connection), or, when it sent no file, until its answer is
