@@ -3,7 +3,7 @@ import { existsSync, readFileSync } from 'node:fs'
 import { test } from 'node:test'
 import { getHeapStatistics } from 'node:v8'
 import { ConfigError, loadConfig } from '../src/config.js'
-import { fromSource, runNode } from './process.js'
+import { fromSource, runNode, serverUnderOpenFileLimit } from './process.js'
 
 test('defaults: port 3000 on all interfaces, SQLite under data/, no auth, any origin', () => {
   const config = loadConfig({})
@@ -128,9 +128,8 @@ test('MAX_CONNECTIONS defaults to the open-file limit less 128 and, on PostgreSQ
     })
   }
 
-  // sh lowers the limit for the service alone, as a tight container or systemd unit would.
-  const refused = await runNode(['-c', 'ulimit -n 200 && exec "$0" "$@"', process.execPath, ...fromSource('server.ts')],
-    { DATABASE_URL: 'postgres://app@db.invalid/users', DATABASE_POOL_SIZE: '100' }, 'sh')
+  const limited = serverUnderOpenFileLimit(200)
+  const refused = await runNode(limited.nodeArgs, { DATABASE_URL: 'postgres://app@db.invalid/users', DATABASE_POOL_SIZE: '100' }, limited.command)
   assert.equal(refused.code, 1)
   assert.equal(refused.stderr, 'Configuration error: No open file is left for client connections: the open-file limit is 200, ' +
     'less 128 kept for the process and 100 for DATABASE_POOL_SIZE (raise the limit, or lower DATABASE_POOL_SIZE)\n')

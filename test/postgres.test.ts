@@ -9,7 +9,7 @@ import { createDatabase } from '../src/db/database.js'
 import { MIGRATION_LOCK_KEY, migrations as allMigrations } from '../src/db/migrate.js'
 import { captureLogs, postJson, postJsonOver as post, postgresDatabase, postgresQuery, rawRequest, testApp, testDatabases, waitFor, type TestDatabase } from './helpers.js'
 import { behindPgBouncer, pgBouncerClients, pgBouncerWith } from './pgbouncer.js'
-import { fromSource, runScript, startService } from './process.js'
+import { runScript, serverUnderOpenFileLimit, startService } from './process.js'
 import { startTcpProxy } from './tcp-proxy.js'
 
 const postgres = testDatabases.find((database) => database.name === 'PostgreSQL')!
@@ -357,9 +357,8 @@ describe('PostgreSQL refusing work for a while', { skip: postgres.skip }, () => 
   test('client connections leave the pool its open files: under a low open-file limit with a large pool, a flood of clients is answered or refused, never a 500, and the process lives on', { skip: behindPgBouncer.skip }, async (t) => {
     // PgBouncer takes every connection a pool of 150 asks for, where the server allows 100.
     const url = await behindPgBouncer.url(t)
-    // sh lowers the limit for the service alone, as a tight container or systemd unit would.
-    const service = await startService(t, { DATABASE_URL: url, DATABASE_POOL_SIZE: '150' }, undefined,
-      ['-c', 'ulimit -n 400 && exec "$0" "$@"', process.execPath, ...fromSource('server.ts')], 'sh')
+    const { nodeArgs, command } = serverUnderOpenFileLimit(400)
+    const service = await startService(t, { DATABASE_URL: url, DATABASE_POOL_SIZE: '150' }, undefined, nodeArgs, command)
     assert.equal((await post(service.port, '/users', { name: 'Ada', email: 'ada@example.com' })).statusCode, 201)
 
     // More clients at once than connections are let in, each asking again as soon as it is answered.

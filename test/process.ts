@@ -28,6 +28,14 @@ export interface RunningService {
 export const fromSource = (script: string): string[] => ['--import', tsx, entry(script)]
 
 /**
+ * The command and arguments that run the service under an open-file limit of its own: sh
+ * lowers the limit for the service alone, as a tight container or systemd unit would.
+ */
+export function serverUnderOpenFileLimit (limit: number): { command: string, nodeArgs: string[] } {
+  return { command: 'sh', nodeArgs: ['-c', `ulimit -n ${limit} && exec "$0" "$@"`, process.execPath, ...fromSource('server.ts')] }
+}
+
+/**
  * Each child leads a process group of its own, so that a test can signal it together with
  * what it started (npm does not pass SIGTERM on to the script it runs).
  */

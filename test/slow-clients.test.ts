@@ -6,7 +6,7 @@ import net from 'node:net'
 import { test, type TestContext } from 'node:test'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { postJsonOver, rawConnection, rawRequest, waitFor } from './helpers.js'
-import { fromSource, startService } from './process.js'
+import { fromSource, serverUnderOpenFileLimit, startService } from './process.js'
 
 const timeouts = { HEADERS_TIMEOUT_MS: '1000', REQUEST_TIMEOUT_MS: '2000', DATABASE_URL: 'sqlite::memory:' }
 
@@ -190,8 +190,8 @@ test('a connection that sends nothing and reads nothing is closed, its descripto
 })
 
 test('connections beyond the open-file limit are refused while those open are served, said once as it begins and once as it ends, and counted; the service lives on', { skip: noProc }, async (t) => {
-  // sh lowers the limit for the service alone, as a tight container or systemd unit would.
-  const service = await startService(t, timeouts, undefined, ['-c', 'ulimit -n 200 && exec "$0" "$@"', process.execPath, ...fromSource('server.ts')], 'sh')
+  const { nodeArgs, command } = serverUnderOpenFileLimit(200)
+  const service = await startService(t, timeouts, undefined, nodeArgs, command)
   const keptAlive = new http.Agent({ keepAlive: true, maxSockets: 1 })
   t.after(() => keptAlive.destroy())
   const health = async (agent?: http.Agent) => await new Promise<number | string>((resolve) => {

@@ -6,7 +6,7 @@ import { join } from 'node:path'
 import { test, type TestContext } from 'node:test'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { listeningApp, rawRequest } from './helpers.js'
-import { fromSource, startService } from './process.js'
+import { serverUnderOpenFileLimit, startService } from './process.js'
 
 /** A static folder with a secret file beside it (outside it) to try to reach. */
 function staticFolder (t: TestContext): string {
@@ -137,10 +137,9 @@ test('at most 64 files are sent at once: past it a page answers 503 with Retry-A
   const root = staticFolder(t)
   // Larger than the kernel's socket buffers hold, so a client that does not read keeps it open.
   writeFileSync(join(root, 'large.bin'), Buffer.alloc(32 * 2 ** 20))
-  // sh lowers the limit for the service alone, as a tight container or systemd unit would:
   // 172 connections, and 128 open files for everything else.
-  const service = await startService(t, { STATIC_DIR: root }, undefined,
-    ['-c', 'ulimit -n 300 && exec "$0" "$@"', process.execPath, ...fromSource('server.ts')], 'sh')
+  const { nodeArgs, command } = serverUnderOpenFileLimit(300)
+  const service = await startService(t, { STATIC_DIR: root }, undefined, nodeArgs, command)
   const request = 'GET /large.bin HTTP/1.1\r\nHost: localhost\r\n\r\n'
   const clients: net.Socket[] = []
   t.after(() => { for (const socket of clients) socket.destroy() })

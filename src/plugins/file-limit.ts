@@ -11,8 +11,8 @@
  * connections (config.ts).
  *
  * A request holds its place from its first hook until the file it sent is closed (read to
- * its end, or abandoned with its connection), or, when it sent no file, until its answer is
- * done.
+ * its end, or abandoned with its connection) or its answer is done, whichever comes first:
+ * a small file is closed once read, while a client that reads slowly still holds its answer.
  */
 import { Readable } from 'node:stream'
 import type { FastifyInstance } from 'fastify'
@@ -27,14 +27,11 @@ class TooManyFilesError extends AppError {
   }
 }
 
-interface Place {
-  sendsFile: boolean
-  release: () => void
-}
-
 async function fileLimit (pages: FastifyInstance): Promise<void> {
   let sending = 0
-  const places = new WeakMap<object, Place>()
+  /** The requests holding a place, by their Node request: each gives it back once. */
+  const holding = new WeakSet<object>()
+  const release = (request: object) => { if (holding.delete(request)) sending-- }
 
   pages.addHook('onRequest', (request, reply, done) => {
     if (sending >= MAX_FILES_SENT) {
@@ -42,25 +39,13 @@ async function fileLimit (pages: FastifyInstance): Promise<void> {
       return
     }
     sending++
-    let held = true
-    const place: Place = {
-      sendsFile: false,
-      release: () => {
-        if (held) sending--
-        held = false
-      }
-    }
-    places.set(request.raw, place)
-    reply.raw.once('close', () => { if (!place.sendsFile) place.release() })
+    holding.add(request.raw)
+    reply.raw.once('close', () => { release(request.raw) })
     done()
   })
 
   pages.addHook('onSend', (request, _reply, payload, done) => {
-    const place = places.get(request.raw)
-    if (place !== undefined && payload instanceof Readable) {
-      place.sendsFile = true
-      payload.once('close', place.release)
-    }
+    if (payload instanceof Readable) payload.once('close', () => { release(request.raw) })
     done(null, payload)
   })
 }

@@ -24,8 +24,8 @@ async function pipelining (app: FastifyInstance): Promise<void> {
   /** For each connection with a request being handled, the requests waiting behind it. */
   const waiting = new WeakMap<Socket, Array<() => void>>()
 
+  /** Lets the request go on; once its answer is done, the next waiting one goes on, if any. */
   function handle (socket: Socket, reply: FastifyReply, done: () => void): void {
-    if (!waiting.has(socket)) waiting.set(socket, [])
     reply.raw.once('close', () => {
       const next = socket.destroyed ? undefined : waiting.get(socket)?.shift()
       if (next === undefined) waiting.delete(socket)
@@ -40,6 +40,7 @@ async function pipelining (app: FastifyInstance): Promise<void> {
     if (socket.destroyed) return
     const queue = waiting.get(socket)
     if (queue === undefined) {
+      waiting.set(socket, [])
       handle(socket, reply, done)
     } else if (queue.length < MAX_WAITING) {
       queue.push(() => { handle(socket, reply, done) })
