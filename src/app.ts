@@ -10,6 +10,7 @@ import type { DestinationStream } from 'pino'
 import type { Config } from './config.js'
 import { answerClientError, answerExpectAndConnect, ErrorSchema, registerErrorHandlers, replyWithFrameworkError } from './errors.js'
 import auth, { requireTokensPlugin } from './plugins/auth.js'
+import bodyMemory from './plugins/body-memory.js'
 import connectionLimit from './plugins/connection-limit.js'
 import cors from './plugins/cors.js'
 import docs, { docsPage } from './plugins/docs.js'
@@ -110,6 +111,7 @@ export async function buildApp (config: Config, options: BuildOptions = {}): Pro
   const apiSegments = apiPathSegments(app)
 
   await app.register(connectionLimit, { maxConnections: config.maxConnections })
+  await app.register(bodyMemory, { bodyLimit: config.bodyLimit })
   await app.register(requestHooks)
   await app.register(securityHeaders)
   await app.register(cors, { origin: config.corsOrigin })

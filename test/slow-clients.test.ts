@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict'
 import { once } from 'node:events'
-import { existsSync, readdirSync } from 'node:fs'
+import { existsSync, readdirSync, readFileSync } from 'node:fs'
 import http from 'node:http'
 import net from 'node:net'
 import { test, type TestContext } from 'node:test'
@@ -256,4 +256,68 @@ test('requests pipelined on one connection are answered in order, one at a time;
   flood.resume()
   await new Promise((resolve) => flood.once('close', resolve))
   assert.equal((await rawRequest(service.port, { path: '/users?limit=1000' })).statusCode, 200, 'other clients are answered')
+})
+
+/** The resident memory of a process, in bytes. */
+const residentBytes = (pid: number) => Number(/VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))?.[1]) * 1024
+
+test('request bodies take at most 64 MB at once: past it a body is refused with 503 and Retry-After, memory holds, and once they go bodies are taken again', async (t) => {
+  // Without shedding on a late event loop, which a slow machine may set off, and which answers
+  // without closing the connection.
+  const service = await startService(t, { DATABASE_URL: 'sqlite::memory:', OVERLOAD_MAX_EVENT_LOOP_DELAY_MS: '0' })
+  const pid = service.child.pid as number
+  const before = residentBytes(pid)
+  // 300 clients each send a body of 1 MB but its last byte, and wait: 300 MB, were they all kept.
+  const size = 1024 * 1024
+  const clients = await Promise.all(Array.from({ length: 300 }, async () => {
+    const client = await rawConnection(service.port)
+    client.socket.write(`POST /users HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: ${size}\r\n\r\n`)
+    client.socket.write(Buffer.alloc(size - 1, ' '))
+    return client
+  }))
+  t.after(() => { for (const client of clients) client.socket.destroy() })
+  const refused: string[] = []
+  for (const client of clients) client.closed.then((received) => { refused.push(received) }, () => {})
+  await waitFor(() => refused.length >= 300 - 64, 20_000)
+  await sleep(500)
+  assert.equal(refused.length, 300 - 64, 'the bodies of 64 clients are held, and no more')
+  for (const received of refused) {
+    assert.match(received, /^HTTP\/1\.1 503 Service Unavailable\r\n/)
+    assert.match(received, /\r\nretry-after: 1\r\n/)
+    assert.match(received, /\r\n\r\n\{"error":"Too many request bodies are being received: try again shortly"\}$/)
+  }
+  const grown = residentBytes(pid) - before
+  assert.ok(grown < 150 * 1024 * 1024, `memory grew by ${Math.round(grown / 1024 / 1024)} MB`)
+  assert.equal((await rawRequest(service.port, { path: '/' })).statusCode, 200, 'requests without a body are answered')
+
+  // Once the clients are gone (their connections' ends reach the service in a moment), a body
+  // as large as BODY_LIMIT is taken again.
+  for (const client of clients) client.socket.destroy()
+  const large = { name: 'Ada', email: 'ada@example.com', note: 'x'.repeat(size - 100) }
+  let created = await postJsonOver(service.port, '/users', large)
+  for (const started = Date.now(); created.statusCode === 503 && Date.now() - started < 5000; await sleep(100)) {
+    created = await postJsonOver(service.port, '/users', large)
+  }
+  assert.equal(created.statusCode, 201)
+})
+
+test('many large bodies at once do not run the heap out: POST /users keeps a body\'s bytes, not its parsed form, while it waits for the database', async (t) => {
+  // A small heap: a megabyte of `[],` parses to 14 MB, and before, 40 of them waiting for a
+  // commit together ran it out, and the process ended.
+  const service = await startService(t, { DATABASE_URL: 'sqlite::memory:' }, undefined, ['--max-old-space-size=96', ...fromSource('server.ts')])
+  const body = '{"name":"Ada","email":"ada@example.com","x":[' + '[],'.repeat(340_000) + '[]]}'
+  const answers = await Promise.all(Array.from({ length: 40 }, async () => {
+    const statuses: number[] = []
+    for (let i = 0; i < 3; i++) {
+      const answer = await rawRequest(service.port, { method: 'POST', path: '/users', body, headers: { 'content-type': 'application/json' } })
+      if (answer.statusCode === 201) assert.equal(answer.body, body)
+      statuses.push(answer.statusCode)
+    }
+    return statuses
+  }))
+  assert.equal(service.child.exitCode, null, 'the process lives on')
+  const statuses = answers.flat()
+  assert.ok(statuses.every((status) => status === 201 || status === 503), JSON.stringify(statuses))
+  assert.ok(statuses.includes(201), JSON.stringify(statuses))
+  assert.equal((await rawRequest(service.port, { path: '/users/1' })).statusCode, 200)
 })
