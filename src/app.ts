@@ -10,7 +10,7 @@ import type { DestinationStream } from 'pino'
 import type { Config } from './config.js'
 import { answerClientError, answerExpectAndConnect, ErrorSchema, registerErrorHandlers, replyWithFrameworkError } from './errors.js'
 import auth, { requireTokensPlugin } from './plugins/auth.js'
-import bodyMemory from './plugins/body-memory.js'
+import jsonBody from './plugins/json-body.js'
 import connectionLimit from './plugins/connection-limit.js'
 import cors from './plugins/cors.js'
 import docs, { docsPage } from './plugins/docs.js'
@@ -104,14 +104,12 @@ export async function buildApp (config: Config, options: BuildOptions = {}): Pro
   await app.register(pipelining)
   // Next, so that every route and hook is instrumented.
   if (options.tracing !== undefined) await app.register(options.tracing.plugin)
-  // Bodies are JSON or nothing: without this, text/plain would be parsed as a string.
-  app.removeContentTypeParser('text/plain')
   registerErrorHandlers(app)
   // Files are served last, and not under the path of any route registered from here on.
   const apiSegments = apiPathSegments(app)
 
   await app.register(connectionLimit, { maxConnections: config.maxConnections })
-  await app.register(bodyMemory, { bodyLimit: config.bodyLimit })
+  await app.register(jsonBody, { bodyLimit: config.bodyLimit })
   await app.register(requestHooks)
   await app.register(securityHeaders)
   await app.register(cors, { origin: config.corsOrigin })

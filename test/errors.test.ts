@@ -1,4 +1,5 @@
 import assert from 'node:assert/strict'
+import { Readable } from 'node:stream'
 import { test } from 'node:test'
 import { brotliCompressSync, gzipSync } from 'node:zlib'
 import { AppError } from '../src/errors.js'
@@ -33,10 +34,13 @@ test('malformed JSON and an empty JSON body are 400 saying the body is not valid
   }
 })
 
-test('a body over BODY_LIMIT is 413', async (t) => {
+test('a body over BODY_LIMIT is 413, whether it says its length or comes in chunks without one', async (t) => {
   const app = await testApp(t, { BODY_LIMIT: '100' })
   const response = await postJson(app, '/users', { name: 'x'.repeat(200), email: 'ada@example.com' })
   assertJsonError(response, 413, 'Request body is too large')
+  const chunks = ['{"name":"', 'x'.repeat(60), 'x'.repeat(60), '","email":"ada@example.com"}'].map((chunk) => Buffer.from(chunk))
+  const chunked = await app.inject({ method: 'POST', url: '/users', payload: Readable.from(chunks), headers: { 'content-type': 'application/json' } })
+  assertJsonError(chunked, 413, 'Request body is too large')
 })
 
 test('a body that is not application/json is 415, text/plain included', async (t) => {

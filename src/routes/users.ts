@@ -1,5 +1,4 @@
 /** User records: list, look up and store (seed §4.2–4.4), and the validation showcase (§4.6). */
-import { isUtf8 } from 'node:buffer'
 import { createHash } from 'node:crypto'
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import type { FastifyReply } from 'fastify'
@@ -16,27 +15,6 @@ function toUserId (pathValue: string): number | undefined {
   return CANONICAL_ID.test(pathValue) && id <= MAX_USER_ID ? id : undefined
 }
 
-const FORBIDDEN_KEY = 'Body has a "__proto__" key, or a "constructor" key holding "prototype", which is not allowed'
-
-const UNSUPPORTED_ENCODING = 'Unsupported Media Type: send the body uncompressed, without Content-Encoding'
-
-/**
- * Bodies are read as sent, never decompressed: a body with a content coding (gzip, br…) would
- * otherwise be refused as "not UTF-8", or, when its bytes happen to be plain JSON, stored
- * while its header says it is something else (RFC 9110 §8.4).
- */
-const isIdentity = (contentEncoding: string | undefined): boolean =>
-  contentEncoding === undefined || ['', 'identity'].includes(contentEncoding.trim().toLowerCase())
-
-function isJson (text: string): boolean {
-  try {
-    JSON.parse(text)
-    return true
-  } catch {
-    return false
-  }
-}
-
 /**
  * RFC 8288 links from a page of users: `first`, and `next` (the users after this page's last)
  * when the page is full, so that a client walks the whole table at the same cost per page.
@@ -48,13 +26,6 @@ function pageLinks (limit: number, users: Array<{ id: number }>): string {
   return links.join(', ')
 }
 
-declare module 'fastify' {
-  interface FastifyRequest {
-    /** The JSON body as it arrived, on the user routes; null without a body. */
-    bodyBytes: Buffer | null
-  }
-}
-
 /** How often keys past their time are cleared from the database (they are ignored at once). */
 const FORGET_EVERY_MS = 3_600_000
 
@@ -64,29 +35,6 @@ const users: FastifyPluginAsyncTypebox<{ idempotencyKeyTtlMs: number }> = async 
   app.addHook('onClose', async () => { clearInterval(forget) })
   /** Keys whose first request this process is still answering. */
   const inFlight = new Set<string>()
-
-  // JSON bodies are kept as the bytes that arrived, besides being parsed, so that POST /users
-  // answers with exactly those: serialising the parsed body again would move integer-like
-  // keys to the front, turn 1e400 into null, and could fail after the user was stored.
-  const parseJson = app.getDefaultJsonParser('error', 'error')
-  app.decorateRequest('bodyBytes', null)
-  app.removeContentTypeParser('application/json')
-  app.addContentTypeParser('application/json', { parseAs: 'buffer' }, (request, bytes: Buffer, done) => {
-    if (!isIdentity(request.headers['content-encoding'])) {
-      done(new AppError(UNSUPPORTED_ENCODING, 415, { 'accept-encoding': 'identity' }), undefined)
-      return
-    }
-    if (!isUtf8(bytes)) {
-      done(new AppError('Body is not valid JSON: it is not UTF-8', 400), undefined)
-      return
-    }
-    request.bodyBytes = bytes
-    const text = bytes.toString('utf8')
-    parseJson(request, text, (error, body) => {
-      // Valid JSON that the parser refused holds a key it guards against (prototype poisoning).
-      done(error !== null && isJson(text) ? new AppError(FORBIDDEN_KEY, 400) : error, body)
-    })
-  })
 
   app.get('/users', { schema: ListUsersSchema, onSend: conditionalGet }, async (request, reply) => {
     const { limit, offset, after } = request.query

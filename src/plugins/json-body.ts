@@ -1,0 +1,131 @@
+/**
+ * Request bodies, for every route: JSON or nothing; read into memory within BODY_LIMIT, and
+ * within MAX_BODY_BYTES for all the bodies held at once; kept as the bytes that arrived
+ * (`request.bodyBytes`) besides being parsed, so that POST /users answers with exactly those:
+ * serialising the parsed body again would move integer-like keys to the front, turn 1e400
+ * into null, and could fail after the user was stored.
+ *
+ * A body is held from its first byte until its answer is done. Without a bound on them all,
+ * clients that each send a body up to BODY_LIMIT and hold back its last byte, or send large
+ * bodies faster than the database takes them, fill the process's memory until the kernel
+ * ends it. The bound counts the bytes that have arrived, not those a `Content-Length`
+ * announces, so that holding it takes sending them. A body that would go past it is
+ * answered 503 with Retry-After (and its connection closed, as Fastify closes any whose body
+ * it could not read).
+ *
+ * The body is read here rather than by Fastify's own reader (`parseAs`) so that it is counted
+ * as it arrives without a stream between the two, which cost the POST routes a clear share of
+ * their requests a second (docs/benchmarks.md).
+ */
+import { isUtf8 } from 'node:buffer'
+import { errorCodes, type FastifyInstance } from 'fastify'
+import fp from 'fastify-plugin'
+import { AppError } from '../errors.js'
+
+const MAX_BODY_BYTES = 64 * 1024 * 1024
+
+declare module 'fastify' {
+  interface FastifyRequest {
+    /** The JSON body as it arrived; null without one. */
+    bodyBytes: Buffer | null
+    /** How many bytes of this request's body have arrived. */
+    bodyBytesReceived: number
+  }
+}
+
+class TooManyBodiesError extends AppError {
+  constructor () {
+    super('Too many request bodies are being received: try again shortly', 503, { 'retry-after': '1' })
+  }
+}
+
+const FORBIDDEN_KEY = 'Body has a "__proto__" key, or a "constructor" key holding "prototype", which is not allowed'
+
+const UNSUPPORTED_ENCODING = 'Unsupported Media Type: send the body uncompressed, without Content-Encoding'
+
+/**
+ * Bodies are read as sent, never decompressed: a body with a content coding (gzip, br…) would
+ * otherwise be refused as "not UTF-8", or, when its bytes happen to be plain JSON, stored
+ * while its header says it is something else (RFC 9110 §8.4).
+ */
+const isIdentity = (contentEncoding: string | undefined): boolean =>
+  contentEncoding === undefined || ['', 'identity'].includes(contentEncoding.trim().toLowerCase())
+
+function isJson (text: string): boolean {
+  try {
+    JSON.parse(text)
+    return true
+  } catch {
+    return false
+  }
+}
+
+async function jsonBody (app: FastifyInstance, { bodyLimit }: { bodyLimit: number }): Promise<void> {
+  // A body as large as BODY_LIMIT always fits, once no other body is held.
+  const maxBytes = Math.max(MAX_BODY_BYTES, bodyLimit)
+  let held = 0
+  app.decorateRequest('bodyBytes', null)
+  app.decorateRequest('bodyBytesReceived', 0)
+
+  // What a body holds is given back once its answer is done (sent, or its connection gone).
+  // Only a request that names its content type has its body read.
+  app.addHook('preParsing', (request, reply, payload, done) => {
+    if (request.headers['content-type'] !== undefined) reply.raw.once('close', () => { held -= request.bodyBytesReceived })
+    done(null, payload)
+  })
+
+  const parseJson = app.getDefaultJsonParser('error', 'error')
+  // Without this, text/plain would be parsed as a string.
+  app.removeContentTypeParser(['application/json', 'text/plain'])
+  app.addContentTypeParser('application/json', (request, payload, done) => {
+    if (!isIdentity(request.headers['content-encoding'])) {
+      done(new AppError(UNSUPPORTED_ENCODING, 415, { 'accept-encoding': 'identity' }), undefined)
+      return
+    }
+    if (Number(request.headers['content-length']) > bodyLimit) {
+      done(new errorCodes.FST_ERR_CTP_BODY_TOO_LARGE(), undefined)
+      return
+    }
+    const chunks: Buffer[] = []
+    /** Stops reading; what is left of the body is dropped as it arrives. */
+    const stop = () => {
+      payload.removeListener('data', onData)
+      payload.removeListener('end', onEnd)
+      payload.removeListener('error', onAbort)
+    }
+    const refuse = (error: Error) => {
+      stop()
+      done(error, undefined)
+    }
+    function onData (chunk: Buffer) {
+      if (request.bodyBytesReceived + chunk.length > bodyLimit) return refuse(new errorCodes.FST_ERR_CTP_BODY_TOO_LARGE())
+      if (held + chunk.length > maxBytes) return refuse(new TooManyBodiesError())
+      held += chunk.length
+      request.bodyBytesReceived += chunk.length
+      chunks.push(chunk)
+    }
+    function onAbort () {
+      refuse(new AppError('Body did not arrive whole: the connection closed', 400))
+    }
+    function onEnd () {
+      stop()
+      // A copy, never a view of the connection's read buffer.
+      const bytes = Buffer.concat(chunks)
+      if (!isUtf8(bytes)) {
+        done(new AppError('Body is not valid JSON: it is not UTF-8', 400), undefined)
+        return
+      }
+      request.bodyBytes = bytes
+      const text = bytes.toString('utf8')
+      parseJson(request, text, (error, body) => {
+        // Valid JSON that the parser refused holds a key it guards against (prototype poisoning).
+        done(error !== null && isJson(text) ? new AppError(FORBIDDEN_KEY, 400) : error, body)
+      })
+    }
+    payload.on('data', onData)
+    payload.on('end', onEnd)
+    payload.on('error', onAbort)
+  })
+}
+
+export default fp(jsonBody, { name: 'json-body' })
