@@ -84,7 +84,7 @@ test('a request whose client leaves before it is answered writes a line saying s
   const aborted = () => logs.lines.find((entry) => entry.reqId === 'gone-1')
   await waitFor(() => aborted() !== undefined, 1000)
   const line = aborted()
-  assert.equal(line?.msg, 'request aborted: the client closed the connection before it was answered')
+  assert.equal(line?.msg, 'request aborted: its connection closed before it was answered')
   assert.deepEqual([line?.method, line?.url, line?.route, line?.client], ['POST', '/users', '/users', '127.0.0.1'])
   assert.equal(typeof line?.responseTime, 'number')
 })

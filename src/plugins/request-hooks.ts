@@ -78,7 +78,7 @@ async function requestHooks (app: FastifyInstance): Promise<void> {
     const client = request.ip // read now: a closed socket no longer knows its peer
     reply.raw.once('close', () => {
       if (reply.raw.writableEnded) return
-      accessLogger.info({ ...accessFields(request, reply), client }, 'request aborted: the client closed the connection before it was answered')
+      accessLogger.info({ ...accessFields(request, reply), client }, 'request aborted: its connection closed before it was answered')
     })
   }
 
