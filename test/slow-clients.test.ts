@@ -320,5 +320,10 @@ test('many large bodies at once do not run the heap out: POST /users keeps a bod
   const statuses = answers.flat()
   assert.ok(statuses.every((status) => status === 201 || status === 503), JSON.stringify(statuses))
   assert.ok(statuses.includes(201), JSON.stringify(statuses))
-  assert.equal((await rawRequest(service.port, { path: '/users/1' })).statusCode, 200)
+  // Overload protection, sampling once a second, may still shed for a moment after the load.
+  let lookup = await rawRequest(service.port, { path: '/users/1' })
+  for (const started = Date.now(); lookup.statusCode === 503 && Date.now() - started < 5000; await sleep(100)) {
+    lookup = await rawRequest(service.port, { path: '/users/1' })
+  }
+  assert.equal(lookup.statusCode, 200)
 })
