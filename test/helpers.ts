@@ -124,6 +124,18 @@ export async function getUntil (app: FastifyInstance, url: string, status: numbe
   return response
 }
 
+/**
+ * Asks again, every 100 ms for up to `withinMs`, while the answer is 503: a bound or overload
+ * protection that gives way a moment after the load that set it off has gone.
+ */
+export async function askWhileUnavailable (ask: () => Promise<RawResponse>, withinMs = 5000): Promise<RawResponse> {
+  let response = await ask()
+  for (const started = Date.now(); response.statusCode === 503 && Date.now() - started < withinMs; response = await ask()) {
+    await sleep(100)
+  }
+  return response
+}
+
 export function postJson (app: FastifyInstance, url: string, body: unknown) {
   return app.inject({ method: 'POST', url, payload: JSON.stringify(body), headers: { 'content-type': 'application/json' } })
 }

@@ -5,7 +5,7 @@ import http from 'node:http'
 import net from 'node:net'
 import { test, type TestContext } from 'node:test'
 import { setTimeout as sleep } from 'node:timers/promises'
-import { postJsonOver, rawConnection, rawRequest, waitFor } from './helpers.js'
+import { askWhileUnavailable, postJsonOver, rawConnection, rawRequest, waitFor } from './helpers.js'
 import { fromSource, serverUnderOpenFileLimit, startService } from './process.js'
 
 const timeouts = { HEADERS_TIMEOUT_MS: '1000', REQUEST_TIMEOUT_MS: '2000', DATABASE_URL: 'sqlite::memory:' }
@@ -295,10 +295,7 @@ test('request bodies take at most 64 MB at once: past it a body is refused with 
   // as large as BODY_LIMIT is taken again.
   for (const client of clients) client.socket.destroy()
   const large = { name: 'Ada', email: 'ada@example.com', note: 'x'.repeat(size - 100) }
-  let created = await postJsonOver(service.port, '/users', large)
-  for (const started = Date.now(); created.statusCode === 503 && Date.now() - started < 5000; await sleep(100)) {
-    created = await postJsonOver(service.port, '/users', large)
-  }
+  const created = await askWhileUnavailable(async () => await postJsonOver(service.port, '/users', large))
   assert.equal(created.statusCode, 201)
 })
 
@@ -321,9 +318,6 @@ test('many large bodies at once do not run the heap out: POST /users keeps a bod
   assert.ok(statuses.every((status) => status === 201 || status === 503), JSON.stringify(statuses))
   assert.ok(statuses.includes(201), JSON.stringify(statuses))
   // Overload protection, sampling once a second, may still shed for a moment after the load.
-  let lookup = await rawRequest(service.port, { path: '/users/1' })
-  for (const started = Date.now(); lookup.statusCode === 503 && Date.now() - started < 5000; await sleep(100)) {
-    lookup = await rawRequest(service.port, { path: '/users/1' })
-  }
+  const lookup = await askWhileUnavailable(async () => await rawRequest(service.port, { path: '/users/1' }))
   assert.equal(lookup.statusCode, 200)
 })
