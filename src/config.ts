@@ -241,10 +241,9 @@ const RESERVED_DESCRIPTORS = 128
  * How many client connections may be open at once. Each takes one of the process's open
  * files, as does each connection of PostgreSQL's pool, so by default as many as the open-file
  * limit allows less the pool and a reserve: neither can take the last descriptor, without which
- * reading the memory figures (for overload protection) ends the process, and opening a
- * connection to the database or accepting a client fails. A setting that would let them take
- * it is refused. The limit is read from /proc/self/limits; where there is none, connections
- * are not counted.
+ * opening a connection to the database, a file to send or a client's connection fails. A
+ * setting that would let them take it is refused. The limit is read from /proc/self/limits;
+ * where there is none, connections are not counted.
  */
 function connectionLimit (setting: number | undefined, database: DatabaseConfig): number {
   const openFiles = openFileLimit()

@@ -1,14 +1,15 @@
 /**
- * A disk whose sync is slow or fails, or that turns read-only, injected into the service as a
- * real process: a small library loaded with LD_PRELOAD (test/fixtures/disk-faults.c) makes
- * each sync of SQLite's write-ahead log wait or fail, or each write of its files fail with
- * EROFS, as the control file says. It needs a C compiler, which CI
- * installs.
+ * A disk whose sync is slow or fails, or that turns read-only, and a machine whose file table
+ * is full, injected into the service as a real process: a small library loaded with LD_PRELOAD
+ * (test/fixtures/disk-faults.c) makes each sync of SQLite's write-ahead log wait or fail, each
+ * write of its files fail with EROFS, or each open of a file fail with ENFILE, as the control
+ * file says. It needs a C compiler, which CI installs.
  */
 import assert from 'node:assert/strict'
 import { execFileSync } from 'node:child_process'
 import { readFileSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
+import { setTimeout as sleep } from 'node:timers/promises'
 import { describe, test, type TestContext } from 'node:test'
 import { fileURLToPath } from 'node:url'
 import { postJsonOver, rawRequest, temporaryFolder } from './helpers.js'
@@ -18,8 +19,8 @@ const needsCompiler = installed('cc') ? false : 'needs a C compiler (cc) to buil
 
 interface FaultyDisk {
   env: Record<string, string>
-  /** What each later sync of the WAL does (go on, fail with EIO, or wait first), or refuse writes. */
-  set: (mode: 'ok' | 'fail' | `slow ${number}` | 'readonly') => void
+  /** What each later sync of the WAL does (go on, fail with EIO, or wait first), or refuse writes, or opens. */
+  set: (mode: 'ok' | 'fail' | `slow ${number}` | 'readonly' | 'nofiles') => void
   /** The syncs of the WAL so far: when each began and ended, and whether it succeeded. */
   syncs: () => Sync[]
 }
@@ -117,5 +118,25 @@ describe('SQLite on a disk whose sync fails or stalls, or that turns read-only',
     }
     assert.ok(syncs.length < 50 / 4, `50 writes took ${syncs.length} syncs of 200 ms`)
     t.diagnostic(`slow sync (200 ms): 50 concurrent writes in ${ms.toFixed(0)} ms, ${syncs.length} syncs of the WAL`)
+  })
+})
+
+describe('a machine whose table of open files is full', { skip: needsCompiler }, () => {
+  test('the service lives through it, answering all that needs no new file, and opens files again once it can', async (t) => {
+    const disk = faultyDisk(t)
+    const service = await startService(t, { DATABASE_URL: `sqlite:${join(temporaryFolder(t), 'app.db')}`, ...disk.env })
+    assert.equal((await postJsonOver(service.port, '/users', user('Ada'))).statusCode, 201)
+
+    disk.set('nofiles')
+    // Overload protection samples once a second: let it sample twice while nothing opens.
+    await sleep(2500)
+    assert.deepEqual(await names(service), ['Ada'])
+    assert.equal((await postJsonOver(service.port, '/users', user('Grace'))).statusCode, 201, 'SQLite keeps its files open')
+    assert.equal((await rawRequest(service.port, { path: '/metrics' })).statusCode, 200)
+    assert.equal(service.child.exitCode, null)
+
+    disk.set('ok')
+    assert.equal((await postJsonOver(service.port, '/users', user('Linus'))).statusCode, 201)
+    assert.deepEqual(await names(service), ['Ada', 'Grace', 'Linus'])
   })
 })

@@ -6,7 +6,7 @@
  * Without a bound, clients that ask for a large file (the docs page's script is 1.7 MB) and
  * read it slowly take every descriptor the process has, a connection and a file each (a
  * connection's pipelined requests are handled in turn, pipelining.ts): then the database's
- * connections fail, and reading the memory figures for overload protection ends the process.
+ * connections and every other file fail.
  * The bound fits in the descriptors that MAX_CONNECTIONS keeps for everything but
  * connections (config.ts).
  *
