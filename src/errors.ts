@@ -108,6 +108,11 @@ function answerFor (error: FastifyError): ErrorAnswer {
   if (error instanceof DatabaseUnavailableError) {
     return { statusCode: 503, message: 'Database unavailable', headers: { 'retry-after': '1' } }
   }
+  // No file could be opened (a static file, a docs asset): the process or the machine has
+  // none left for now, and the client may retry.
+  if (error.code === 'EMFILE' || error.code === 'ENFILE') {
+    return { statusCode: 503, message: 'No file can be opened now: try again shortly', headers: { 'retry-after': '1' }, logAs: 'no file could be opened' }
+  }
   if (error instanceof UserIdsExhaustedError) {
     return { statusCode: 507, message: 'Every user id is taken', logAs: 'no user ids left: no more users can be stored' }
   }

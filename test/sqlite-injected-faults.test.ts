@@ -1,49 +1,14 @@
 /**
- * A disk whose sync is slow or fails, or that turns read-only, and a machine whose file table
- * is full, injected into the service as a real process: a small library loaded with LD_PRELOAD
- * (test/fixtures/disk-faults.c) makes each sync of SQLite's write-ahead log wait or fail, each
- * write of its files fail with EROFS, or each open of a file fail with ENFILE, as the control
- * file says. It needs a C compiler, which CI installs.
+ * A disk whose sync is slow or fails, or that turns read-only, injected into the service as a
+ * real process (test/injected-faults.ts): each sync of SQLite's write-ahead log waits or
+ * fails, or each write of its files fails with EROFS, as the test says.
  */
 import assert from 'node:assert/strict'
-import { execFileSync } from 'node:child_process'
-import { readFileSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
-import { setTimeout as sleep } from 'node:timers/promises'
-import { describe, test, type TestContext } from 'node:test'
-import { fileURLToPath } from 'node:url'
+import { describe, test } from 'node:test'
 import { postJsonOver, rawRequest, temporaryFolder } from './helpers.js'
-import { installed, signalGroup, startService, type RunningService } from './process.js'
-
-const needsCompiler = installed('cc') ? false : 'needs a C compiler (cc) to build the disk fault injector (CI installs gcc)'
-
-interface FaultyDisk {
-  env: Record<string, string>
-  /** What each later sync of the WAL does (go on, fail with EIO, or wait first), or refuse writes, or opens. */
-  set: (mode: 'ok' | 'fail' | `slow ${number}` | 'readonly' | 'nofiles') => void
-  /** The syncs of the WAL so far: when each began and ended, and whether it succeeded. */
-  syncs: () => Sync[]
-}
-
-interface Sync { began: number, ended: number, ok: boolean }
-
-function faultyDisk (t: TestContext): FaultyDisk {
-  const folder = temporaryFolder(t)
-  const library = join(folder, 'disk-faults.so')
-  execFileSync('cc', ['-shared', '-fPIC', '-O2', '-o', library, fileURLToPath(new URL('fixtures/disk-faults.c', import.meta.url)), '-ldl'])
-  const control = join(folder, 'control')
-  const log = join(folder, 'syncs')
-  writeFileSync(control, 'ok')
-  writeFileSync(log, '')
-  return {
-    env: { LD_PRELOAD: library, DISK_FAULT_CONTROL: control, DISK_FAULT_LOG: log },
-    set: (mode) => writeFileSync(control, mode),
-    syncs: () => readFileSync(log, 'utf8').split('\n').filter(Boolean).map((line) => {
-      const [began, ended, outcome] = line.split(' ')
-      return { began: Number(began), ended: Number(ended), ok: outcome === 'ok' }
-    })
-  }
-}
+import { injectedFaults, needsCompiler } from './injected-faults.js'
+import { signalGroup, startService, type RunningService } from './process.js'
 
 const user = (name: string) => ({ name, email: `${name.toLowerCase()}@example.com` })
 
@@ -55,7 +20,7 @@ async function names (service: RunningService): Promise<string[]> {
 
 describe('SQLite on a disk whose sync fails or stalls, or that turns read-only', { skip: needsCompiler }, () => {
   test('a failed sync: every write it covered answers 503, none of them is ever seen, not even after a crash, and writes work again', async (t) => {
-    const disk = faultyDisk(t)
+    const disk = injectedFaults(t)
     const filename = join(temporaryFolder(t), 'app.db')
     const service = await startService(t, { DATABASE_URL: `sqlite:${filename}`, ...disk.env })
     assert.equal((await postJsonOver(service.port, '/users', user('Ada'))).statusCode, 201)
@@ -80,7 +45,7 @@ describe('SQLite on a disk whose sync fails or stalls, or that turns read-only',
   })
 
   test('a filesystem gone read-only under the running service: writes answer 503, reads go on, and writes work again once it is writable', async (t) => {
-    const disk = faultyDisk(t)
+    const disk = injectedFaults(t)
     const service = await startService(t, { DATABASE_URL: `sqlite:${join(temporaryFolder(t), 'app.db')}`, ...disk.env })
     assert.equal((await postJsonOver(service.port, '/users', user('Ada'))).statusCode, 201)
 
@@ -95,7 +60,7 @@ describe('SQLite on a disk whose sync fails or stalls, or that turns read-only',
   })
 
   test('a slow sync: concurrent writes share syncs, and each 201 comes after a sync that began after its request', async (t) => {
-    const disk = faultyDisk(t)
+    const disk = injectedFaults(t)
     const service = await startService(t, { DATABASE_URL: `sqlite:${join(temporaryFolder(t), 'app.db')}`, ...disk.env })
     disk.set('slow 200')
     const syncedBefore = disk.syncs().length
@@ -118,25 +83,5 @@ describe('SQLite on a disk whose sync fails or stalls, or that turns read-only',
     }
     assert.ok(syncs.length < 50 / 4, `50 writes took ${syncs.length} syncs of 200 ms`)
     t.diagnostic(`slow sync (200 ms): 50 concurrent writes in ${ms.toFixed(0)} ms, ${syncs.length} syncs of the WAL`)
-  })
-})
-
-describe('a machine whose table of open files is full', { skip: needsCompiler }, () => {
-  test('the service lives through it, answering all that needs no new file, and opens files again once it can', async (t) => {
-    const disk = faultyDisk(t)
-    const service = await startService(t, { DATABASE_URL: `sqlite:${join(temporaryFolder(t), 'app.db')}`, ...disk.env })
-    assert.equal((await postJsonOver(service.port, '/users', user('Ada'))).statusCode, 201)
-
-    disk.set('nofiles')
-    // Overload protection samples once a second: let it sample twice while nothing opens.
-    await sleep(2500)
-    assert.deepEqual(await names(service), ['Ada'])
-    assert.equal((await postJsonOver(service.port, '/users', user('Grace'))).statusCode, 201, 'SQLite keeps its files open')
-    assert.equal((await rawRequest(service.port, { path: '/metrics' })).statusCode, 200)
-    assert.equal(service.child.exitCode, null)
-
-    disk.set('ok')
-    assert.equal((await postJsonOver(service.port, '/users', user('Linus'))).statusCode, 201)
-    assert.deepEqual(await names(service), ['Ada', 'Grace', 'Linus'])
   })
 })

@@ -7,6 +7,8 @@
  */
 const UNREACHABLE_CODES = new Set([
   'ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EHOSTUNREACH', 'ENETUNREACH', 'ENOTFOUND', 'EAI_AGAIN', 'EPIPE',
+  // No descriptor is left for a new connection: the process's open-file limit, or the machine's.
+  'EMFILE', 'ENFILE',
   // PostgreSQL: it takes no writes now (a standby, or default_transaction_read_only set for
   // maintenance); another transaction is in the way, and PostgreSQL's own advice is to retry
   // (a serialization failure, a deadlock, a lock not granted within lock_timeout).
