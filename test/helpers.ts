@@ -126,14 +126,20 @@ export async function getUntil (app: FastifyInstance, url: string, status: numbe
 
 /**
  * Asks again, every 100 ms for up to `withinMs`, while the answer is 503: a bound or overload
- * protection that gives way a moment after the load that set it off has gone.
+ * protection that gives way a moment after the load that set it off has gone. A large body
+ * refused while it is still being sent may reach the client as a reset connection (EPIPE,
+ * ECONNRESET) rather than as the 503, and is asked again too.
  */
 export async function askWhileUnavailable (ask: () => Promise<RawResponse>, withinMs = 5000): Promise<RawResponse> {
-  let response = await ask()
-  for (const started = Date.now(); response.statusCode === 503 && Date.now() - started < withinMs; response = await ask()) {
+  const started = Date.now()
+  for (;;) {
+    const response = await ask().catch((error: NodeJS.ErrnoException) => {
+      if ((error.code === 'EPIPE' || error.code === 'ECONNRESET') && Date.now() - started < withinMs) return undefined
+      throw error
+    })
+    if (response !== undefined && (response.statusCode !== 503 || Date.now() - started >= withinMs)) return response
     await sleep(100)
   }
-  return response
 }
 
 export function postJson (app: FastifyInstance, url: string, body: unknown) {
@@ -181,14 +187,19 @@ export async function listeningApp (t: TestContext, env: Env = {}): Promise<{ ap
   return { app, port: address.port }
 }
 
-/** Opens a raw connection and collects whatever the server sends until it closes it. */
+/**
+ * Opens a raw connection and collects whatever the server sends until the connection closes,
+ * by the server or reset (`reset`: a write or read failed, as when the server closes while
+ * the client still sends).
+ */
 export async function rawConnection (port: number) {
   const socket = net.connect(port, '127.0.0.1')
   await once(socket, 'connect')
   let received = ''
+  let reset = false
   socket.setEncoding('utf8')
   socket.on('data', (chunk: string) => { received += chunk })
-  socket.on('error', () => {})
-  const closed = once(socket, 'close').then(() => received)
-  return { socket, closed }
+  socket.on('error', () => { reset = true })
+  const closed = new Promise<string>((resolve) => { socket.once('close', () => { resolve(received) }) })
+  return { socket, closed, wasReset: () => reset }
 }
