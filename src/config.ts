@@ -6,6 +6,7 @@
 import { randomBytes } from 'node:crypto'
 import { existsSync, readFileSync } from 'node:fs'
 import { isIP } from 'node:net'
+import { totalmem } from 'node:os'
 import { resolve } from 'node:path'
 import { getHeapStatistics } from 'node:v8'
 import { Type, type Static } from 'typebox'
@@ -238,12 +239,20 @@ function heapToShedAt (megabytes: number | undefined): number {
 const RESERVED_DESCRIPTORS = 128
 
 /**
+ * The memory kept for each client connection by default: one whose client asks for a page
+ * and does not read it holds what the kernel has not taken of the answer (a full page is 220 kB).
+ */
+const MEMORY_PER_CONNECTION = 128 * 1024
+
+/**
  * How many client connections may be open at once. Each takes one of the process's open
  * files, as does each connection of PostgreSQL's pool, so by default as many as the open-file
  * limit allows less the pool and a reserve: neither can take the last descriptor, without which
  * opening a connection to the database, a file to send or a client's connection fails. A
  * setting that would let them take it is refused. The limit is read from /proc/self/limits;
- * where there is none, connections are not counted.
+ * where there is none, connections are not counted. Each also takes memory, so the default is
+ * at most one per MEMORY_PER_CONNECTION of the memory the process may have (its container's
+ * limit, or the machine's); a setting above that is the operator's to make.
  */
 function connectionLimit (setting: number | undefined, database: DatabaseConfig): number {
   const openFiles = openFileLimit()
@@ -254,11 +263,16 @@ function connectionLimit (setting: number | undefined, database: DatabaseConfig)
   if (available < 1) {
     throw new ConfigError(`No open file is left for client connections: ${budget} (raise the limit${pool > 0 ? ', or lower DATABASE_POOL_SIZE' : ''})`)
   }
-  if (setting === undefined) return available
+  if (setting === undefined) return Math.min(available, Math.floor(processMemory() / MEMORY_PER_CONNECTION))
   if (setting > available) {
     throw new ConfigError(`MAX_CONNECTIONS must be at most ${available}: ${budget} (raise the limit, or lower MAX_CONNECTIONS) (got ${setting})`)
   }
   return setting
+}
+
+/** The memory the process may have: its control group's limit (a container's), or the machine's where that is lower or unset. */
+function processMemory (): number {
+  return Math.min(process.constrainedMemory() || Infinity, totalmem())
 }
 
 /** The process's soft limit of open files, from /proc/self/limits; Infinity where there is none or it cannot be read. */

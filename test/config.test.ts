@@ -1,5 +1,6 @@
 import assert from 'node:assert/strict'
-import { existsSync, readFileSync } from 'node:fs'
+import { existsSync, mkdirSync, readFileSync, rmdirSync, writeFileSync } from 'node:fs'
+import { join } from 'node:path'
 import { test } from 'node:test'
 import { getHeapStatistics } from 'node:v8'
 import { ConfigError, loadConfig } from '../src/config.js'
@@ -133,6 +134,23 @@ test('MAX_CONNECTIONS defaults to the open-file limit less 128 and, on PostgreSQ
   assert.equal(refused.code, 1)
   assert.equal(refused.stderr, 'Configuration error: No open file is left for client connections: the open-file limit is 200, ' +
     'less 128 kept for the process and 100 for DATABASE_POOL_SIZE (raise the limit, or lower DATABASE_POOL_SIZE)\n')
+})
+
+/** Where a process can be put in a memory control group of its own: as root, with cgroup v1's memory controller. */
+const memoryCgroups = '/sys/fs/cgroup/memory'
+const canLimitMemory = process.getuid?.() === 0 && existsSync(join(memoryCgroups, 'cgroup.procs'))
+  ? false
+  : 'needs root and the memory controller of cgroup v1 (CI has both)'
+
+test('in a 512 MB container, MAX_CONNECTIONS defaults to 4,096: one per 128 kB of the memory it may have', { skip: canLimitMemory }, async (t) => {
+  const group = join(memoryCgroups, `config-test-${process.pid}`)
+  mkdirSync(group)
+  t.after(() => { rmdirSync(group) })
+  writeFileSync(join(group, 'memory.limit_in_bytes'), String(512 * 2 ** 20))
+  const shown = await runNode(['-c', `echo $$ > ${group}/cgroup.procs && exec "$0" "$@"`, process.execPath, '--import', 'tsx', '--input-type=module', '-e', `
+    const { loadConfig } = await import('./src/config.ts')
+    console.log(loadConfig({}).maxConnections)`], {}, 'sh')
+  assert.equal(shown.stdout, '4096\n', shown.stderr)
 })
 
 test('OVERLOAD_MAX_HEAP_MB defaults to three quarters of the heap V8 allows, at most 1 GB; one the heap can never reach is refused', async () => {

@@ -21,7 +21,7 @@ async function connectionLimit (app: FastifyInstance, { maxConnections }: { maxC
   app.server.on('drop', () => {
     refused++
     if (refusedSinceLimitReached++ === 0) {
-      app.log.warn({ maxConnections }, 'refusing new connections: MAX_CONNECTIONS are open (raise the open-file limit, or MAX_CONNECTIONS)')
+      app.log.warn({ maxConnections }, 'refusing new connections: MAX_CONNECTIONS are open (its default follows the open-file limit and the memory: raise them, or MAX_CONNECTIONS)')
     }
   })
   app.server.on('connection', () => {
