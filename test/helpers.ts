@@ -131,13 +131,16 @@ export async function getUntil (app: FastifyInstance, url: string, status: numbe
  * ECONNRESET) rather than as the 503, and is asked again too.
  */
 export async function askWhileUnavailable (ask: () => Promise<RawResponse>, withinMs = 5000): Promise<RawResponse> {
-  const started = Date.now()
+  const until = Date.now() + withinMs
   for (;;) {
-    const response = await ask().catch((error: NodeJS.ErrnoException) => {
-      if ((error.code === 'EPIPE' || error.code === 'ECONNRESET') && Date.now() - started < withinMs) return undefined
-      throw error
-    })
-    if (response !== undefined && (response.statusCode !== 503 || Date.now() - started >= withinMs)) return response
+    const lastTry = Date.now() >= until
+    try {
+      const response = await ask()
+      if (response.statusCode !== 503 || lastTry) return response
+    } catch (error) {
+      const { code } = error as NodeJS.ErrnoException
+      if ((code !== 'EPIPE' && code !== 'ECONNRESET') || lastTry) throw error
+    }
     await sleep(100)
   }
 }
