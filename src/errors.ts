@@ -169,12 +169,30 @@ function endWithJson (socket: Socket, statusCode: number, message: string): void
 }
 
 /**
+ * Connections whose request was answered before its body had all arrived (a body refused as
+ * too large, a 429 given before the body was read): Node goes on reading that body and
+ * dropping it, and should the body outlast REQUEST_TIMEOUT_MS, it reports the request as
+ * timed out.
+ */
+const answeredBeforeBodyEnded = new WeakMap<Socket, IncomingMessage>()
+
+/** For `onResponse`: remembers a request answered while its body was still arriving. */
+export function noteIfAnsweredBeforeBodyEnded (request: IncomingMessage): void {
+  if (!request.complete) answeredBeforeBodyEnded.set(request.socket, request)
+}
+
+/**
  * For Fastify's `clientErrorHandler`, called with the app as `this`: requests Node refuses
  * before Fastify sees them (headers too large, too slow to arrive, an unknown method, not HTTP
  * at all) get the same JSON shape, then the connection is closed.
  */
 export function answerClientError (this: FastifyInstance, error: NodeJS.ErrnoException, socket: Socket): void {
   if (error.code === 'ECONNRESET' || socket.destroyed) return
+  // The client has its answer: a second one would be read as the answer to its next request.
+  if (error.code === 'ERR_HTTP_REQUEST_TIMEOUT' && answeredBeforeBodyEnded.get(socket)?.complete === false) {
+    socket.destroy()
+    return
+  }
   const [statusCode, message] = clientErrorAnswer(error)
   logRefusal(this, socket, statusCode, message, error.code)
   endWithJson(socket, statusCode, message)

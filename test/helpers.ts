@@ -126,21 +126,13 @@ export async function getUntil (app: FastifyInstance, url: string, status: numbe
 
 /**
  * Asks again, every 100 ms for up to `withinMs`, while the answer is 503: a bound or overload
- * protection that gives way a moment after the load that set it off has gone. A large body
- * refused while it is still being sent may reach the client as a reset connection (EPIPE,
- * ECONNRESET) rather than as the 503, and is asked again too.
+ * protection that gives way a moment after the load that set it off has gone.
  */
 export async function askWhileUnavailable (ask: () => Promise<RawResponse>, withinMs = 5000): Promise<RawResponse> {
   const until = Date.now() + withinMs
   for (;;) {
-    const lastTry = Date.now() >= until
-    try {
-      const response = await ask()
-      if (response.statusCode !== 503 || lastTry) return response
-    } catch (error) {
-      const { code } = error as NodeJS.ErrnoException
-      if ((code !== 'EPIPE' && code !== 'ECONNRESET') || lastTry) throw error
-    }
+    const response = await ask()
+    if (response.statusCode !== 503 || Date.now() >= until) return response
     await sleep(100)
   }
 }
@@ -204,5 +196,5 @@ export async function rawConnection (port: number) {
   socket.on('data', (chunk: string) => { received += chunk })
   socket.on('error', () => { reset = true })
   const closed = new Promise<string>((resolve) => { socket.once('close', () => { resolve(received) }) })
-  return { socket, closed, wasReset: () => reset }
+  return { socket, closed, received: () => received, wasReset: () => reset }
 }

@@ -10,15 +10,21 @@
  * bodies faster than the database takes them, fill the process's memory until the kernel
  * ends it. The bound counts the bytes that have arrived, not those a `Content-Length`
  * announces, so that holding it takes sending them. A body that would go past it is
- * answered 503 with Retry-After (and its connection closed, as Fastify closes any whose body
- * it could not read).
+ * answered 503 with Retry-After.
+ *
+ * A body refused here fails its request just before validation, not in the parser: Fastify
+ * closes the connection of a request whose parser fails, and a client that sends its whole
+ * body before it reads (Python's http.client, Java's HttpURLConnection, Node's http.request)
+ * then finds the connection reset, and never sees the answer. Kept open, the connection goes
+ * on reading the rest of the body and dropping it, as it does for any route that answers
+ * before reading the body (within REQUEST_TIMEOUT_MS), and the client reads its answer.
  *
  * The body is read here rather than by Fastify's own reader (`parseAs`) so that it is counted
  * as it arrives without a stream between the two, which cost the POST routes a clear share of
  * their requests a second (docs/benchmarks.md).
  */
 import { isUtf8 } from 'node:buffer'
-import { errorCodes, type FastifyInstance } from 'fastify'
+import { errorCodes, type FastifyInstance, type FastifyReply, type FastifyRequest, type HookHandlerDoneFunction } from 'fastify'
 import fp from 'fastify-plugin'
 import { AppError } from '../errors.js'
 
@@ -30,6 +36,8 @@ declare module 'fastify' {
     bodyBytes: Buffer | null
     /** How many bytes of this request's body have arrived. */
     bodyBytesReceived: number
+    /** Why this request's body was refused, if it was. */
+    bodyRefusal: Error | null
   }
 }
 
@@ -60,12 +68,24 @@ function isJson (text: string): boolean {
   }
 }
 
+function failIfBodyRefused (request: FastifyRequest, _reply: FastifyReply, done: HookHandlerDoneFunction): void {
+  if (request.bodyRefusal === null) done()
+  else done(request.bodyRefusal)
+}
+
 async function jsonBody (app: FastifyInstance, { bodyLimit }: { bodyLimit: number }): Promise<void> {
   // A body as large as BODY_LIMIT always fits, once no other body is held.
   const maxBytes = Math.max(MAX_BODY_BYTES, bodyLimit)
   let held = 0
   app.decorateRequest('bodyBytes', null)
   app.decorateRequest('bodyBytesReceived', 0)
+  app.decorateRequest('bodyRefusal', null)
+
+  // Every route but GET and HEAD may be sent a body (Fastify reads none for those two).
+  app.addHook('onRoute', (route) => {
+    if ([route.method].flat().every((method) => method === 'GET' || method === 'HEAD')) return
+    route.preValidation = [failIfBodyRefused, ...[route.preValidation ?? []].flat()]
+  })
 
   // What a body holds is given back once its answer is done (sent, or its connection gone).
   // Only a request that names its content type has its body read.
@@ -78,12 +98,16 @@ async function jsonBody (app: FastifyInstance, { bodyLimit }: { bodyLimit: numbe
   // Without this, text/plain would be parsed as a string.
   app.removeContentTypeParser(['application/json', 'text/plain'])
   app.addContentTypeParser('application/json', (request, payload, done) => {
+    const fail = (error: Error) => {
+      request.bodyRefusal = error
+      done(null, undefined)
+    }
     if (!isIdentity(request.headers['content-encoding'])) {
-      done(new AppError(UNSUPPORTED_ENCODING, 415, { 'accept-encoding': 'identity' }), undefined)
+      fail(new AppError(UNSUPPORTED_ENCODING, 415, { 'accept-encoding': 'identity' }))
       return
     }
     if (Number(request.headers['content-length']) > bodyLimit) {
-      done(new errorCodes.FST_ERR_CTP_BODY_TOO_LARGE(), undefined)
+      fail(new errorCodes.FST_ERR_CTP_BODY_TOO_LARGE())
       return
     }
     const chunks: Buffer[] = []
@@ -95,7 +119,7 @@ async function jsonBody (app: FastifyInstance, { bodyLimit }: { bodyLimit: numbe
     }
     const refuse = (error: Error) => {
       stop()
-      done(error, undefined)
+      fail(error)
     }
     function onData (chunk: Buffer) {
       if (request.bodyBytesReceived + chunk.length > bodyLimit) return refuse(new errorCodes.FST_ERR_CTP_BODY_TOO_LARGE())
@@ -112,14 +136,15 @@ async function jsonBody (app: FastifyInstance, { bodyLimit }: { bodyLimit: numbe
       // A copy, never a view of the connection's read buffer.
       const bytes = Buffer.concat(chunks)
       if (!isUtf8(bytes)) {
-        done(new AppError('Body is not valid JSON: it is not UTF-8', 400), undefined)
+        fail(new AppError('Body is not valid JSON: it is not UTF-8', 400))
         return
       }
       request.bodyBytes = bytes
       const text = bytes.toString('utf8')
       parseJson(request, text, (error, body) => {
         // Valid JSON that the parser refused holds a key it guards against (prototype poisoning).
-        done(error !== null && isJson(text) ? new AppError(FORBIDDEN_KEY, 400) : error, body)
+        if (error !== null) fail(isJson(text) ? new AppError(FORBIDDEN_KEY, 400) : error)
+        else done(null, body)
       })
     }
     payload.on('data', onData)
