@@ -100,7 +100,10 @@ export async function buildApp (config: Config, options: BuildOptions = {}): Pro
   const namedSchemas = [ErrorSchema, ...statusSchemas, ...greetingSchemas, ...userSchemas]
   for (const schema of namedSchemas) app.addSchema(schema)
   app.setValidatorCompiler(createValidatorCompiler(namedSchemas))
-  // First, so that a request pipelined behind another has nothing begun while it waits.
+  // First, so that every request a connection has sent is counted as it arrives: one with
+  // none unanswered may be closed to make room for new connections.
+  await app.register(connectionLimit, { maxConnections: config.maxConnections })
+  // Next, so that a request pipelined behind another has nothing else begun while it waits.
   await app.register(pipelining)
   // Next, so that every route and hook is instrumented.
   if (options.tracing !== undefined) await app.register(options.tracing.plugin)
@@ -108,7 +111,6 @@ export async function buildApp (config: Config, options: BuildOptions = {}): Pro
   // Files are served last, and not under the path of any route registered from here on.
   const apiSegments = apiPathSegments(app)
 
-  await app.register(connectionLimit, { maxConnections: config.maxConnections })
   await app.register(jsonBody, { bodyLimit: config.bodyLimit })
   await app.register(requestHooks)
   await app.register(securityHeaders)

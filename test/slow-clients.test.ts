@@ -223,19 +223,17 @@ test('a connection that sends nothing and reads nothing is closed, its descripto
 test('connections beyond the open-file limit are refused while those open are served, said once as it begins and once as it ends, and counted; the service lives on', { skip: noProc }, async (t) => {
   const { nodeArgs, command } = serverUnderOpenFileLimit(200)
   const service = await startService(t, timeouts, undefined, nodeArgs, command)
-  const keptAlive = new http.Agent({ keepAlive: true, maxSockets: 1 })
-  t.after(() => keptAlive.destroy())
-  const health = async (agent?: http.Agent) => await new Promise<number | string>((resolve) => {
-    http.get({ host: '127.0.0.1', port: service.port, path: '/health', agent }, (response) => {
+  const health = async () => await new Promise<number | string>((resolve) => {
+    http.get({ host: '127.0.0.1', port: service.port, path: '/health' }, (response) => {
       response.resume()
       resolve(response.statusCode ?? 0)
     }).on('error', (error: NodeJS.ErrnoException) => resolve(error.code ?? 'error'))
   })
-  assert.equal(await health(keptAlive), 200)
+  assert.equal(await health(), 200)
 
+  // Connections that have sent nothing yet are not idle: none is closed to make room.
   silentConnections(t, service.port, 300)
   await sleep(500)
-  assert.equal(await health(keptAlive), 200, 'a connection already open is served')
   assert.notEqual(await health(), 200, 'a new one is refused while the limit is reached')
   // The flood sends nothing, so it is closed once HEADERS_TIMEOUT_MS has passed.
   await sleep(Number(timeouts.HEADERS_TIMEOUT_MS) + 1500)
@@ -254,6 +252,36 @@ test('connections beyond the open-file limit are refused while those open are se
   const metrics = await rawRequest(service.port, { path: '/metrics' })
   const counted = Number(/^connections_refused_total (\d+)$/m.exec(metrics.body)?.[1])
   assert.ok(counted >= refused, `connections_refused_total ${counted}`)
+})
+
+test('at MAX_CONNECTIONS, kept-alive connections waiting for their next request are closed to make room: a new client (a health check) is served, one whose request is in flight is not cut off', async (t) => {
+  const service = await startService(t, { ...timeouts, MAX_CONNECTIONS: '20' })
+  const body = JSON.stringify({ name: 'Ada', email: 'ada@example.com' })
+  const inFlight = await rawConnection(service.port)
+  inFlight.socket.write(`POST /users HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: ${body.length}\r\n\r\n${body.slice(0, -1)}`)
+  // 19 clients each ask once and keep their connection open, as browsers and pools do.
+  const keptAlive: Array<Awaited<ReturnType<typeof rawConnection>>> = []
+  for (let i = 0; i < 19; i++) {
+    const client = await rawConnection(service.port)
+    client.socket.write('GET /health HTTP/1.1\r\nHost: localhost\r\n\r\n')
+    await waitFor(() => client.received().endsWith('}'), 2000)
+    keptAlive.push(client)
+  }
+  t.after(() => { for (const client of [inFlight, ...keptAlive]) client.socket.destroy() })
+
+  const answer = await rawRequest(service.port, { path: '/health' })
+  assert.equal(answer.statusCode, 200, 'a new client is served')
+  // The limit was reached as the last of them connected: the 18 waiting then were closed.
+  const closed = () => keptAlive.filter((client) => client.socket.destroyed).length
+  await waitFor(() => closed() >= 18, 2000).catch(() => {})
+  assert.equal(closed(), 18)
+  assert.equal(keptAlive[18]?.socket.destroyed, false)
+  const lines = service.stdout.map((line) => JSON.parse(line)).filter((line) => line.msg === 'closed kept-alive connections waiting for a request, to make room for new ones')
+  assert.deepEqual(lines.map((line) => [line.level, line.closed]), [[30, 18]])
+
+  inFlight.socket.write(body.slice(-1))
+  await waitFor(() => inFlight.received().endsWith(body), 2000).catch(() => {})
+  assert.match(inFlight.received(), /^HTTP\/1\.1 201 Created\r\n/)
 })
 
 test('requests pipelined on one connection are answered in order, one at a time; a connection with more than 64 waiting is closed, and memory holds', async (t) => {

@@ -3,7 +3,15 @@
  * each new connection as it arrives. That is said once as it begins (at `warn`, with the limit)
  * and once as it ends (at `info`, with how many were refused meanwhile), like a database
  * outage, and counted for `/metrics`: otherwise clients would be refused without a word.
+ *
+ * Once the last connection the limit allows is taken, the kept-alive connections waiting for
+ * their next request are closed, as nginx does when it runs out of connections: otherwise
+ * clients that merely keep connections open would lock every new one out (a health check's
+ * too) until their keep-alive timeout. A client may find a kept-alive connection closed at
+ * any time, and opens another. (Node's `closeIdleConnections()` is not used: on Node 26 it
+ * also closes connections that have not yet sent their first request, the new one among them.)
  */
+import type { Socket } from 'node:net'
 import type { FastifyInstance } from 'fastify'
 import fp from 'fastify-plugin'
 
@@ -13,6 +21,8 @@ declare module 'fastify' {
     refusedConnections: () => number
   }
 }
+
+const IDLE_CLOSED_AT_ONCE = 32
 
 async function connectionLimit (app: FastifyInstance, { maxConnections }: { maxConnections: number }): Promise<void> {
   app.server.maxConnections = maxConnections
@@ -24,7 +34,36 @@ async function connectionLimit (app: FastifyInstance, { maxConnections }: { maxC
       app.log.warn({ maxConnections }, 'refusing new connections: MAX_CONNECTIONS are open (its default follows the open-file limit and the memory: raise them, or MAX_CONNECTIONS)')
     }
   })
-  app.server.on('connection', () => {
+
+  let open = 0
+  /** For each connection that has sent a request, its requests not yet answered. */
+  const unanswered = new Map<Socket, number>()
+  app.addHook('onRequest', (request, _reply, done) => {
+    unanswered.set(request.raw.socket, (unanswered.get(request.raw.socket) ?? 0) + 1)
+    done()
+  })
+  app.addHook('onResponse', (request, _reply, done) => {
+    unanswered.set(request.raw.socket, (unanswered.get(request.raw.socket) ?? 1) - 1)
+    done()
+  })
+  /** The longest-open of those waiting for a request, a batch at a time, as nginx does. */
+  function closeIdleConnections (): void {
+    let closed = 0
+    for (const [socket, count] of unanswered) {
+      if (count > 0) continue
+      socket.destroy()
+      if (++closed === IDLE_CLOSED_AT_ONCE) break
+    }
+    if (closed > 0) app.log.info({ maxConnections, closed }, 'closed kept-alive connections waiting for a request, to make room for new ones')
+  }
+
+  app.server.on('connection', (socket: Socket) => {
+    open++
+    socket.once('close', () => {
+      open--
+      unanswered.delete(socket)
+    })
+    if (open >= maxConnections) closeIdleConnections()
     if (refusedSinceLimitReached === 0) return
     app.log.info({ refusedConnections: refusedSinceLimitReached }, 'accepting new connections again')
     refusedSinceLimitReached = 0

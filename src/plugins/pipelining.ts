@@ -12,7 +12,8 @@
  * side by side. Each request holds its place until its answer is done (written, or its
  * connection gone).
  *
- * The first hook of every request, so that a request that waits has nothing else begun.
+ * The first hook of every request but the connection limit's count, so that a request that
+ * waits has nothing else begun.
  */
 import type { Socket } from 'node:net'
 import type { FastifyInstance, FastifyReply } from 'fastify'
