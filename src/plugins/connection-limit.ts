@@ -39,11 +39,14 @@ async function connectionLimit (app: FastifyInstance, { maxConnections }: { maxC
   /** For each connection that has sent a request, its requests not yet answered. */
   const unanswered = new Map<Socket, number>()
   app.addHook('onRequest', (request, _reply, done) => {
-    unanswered.set(request.raw.socket, (unanswered.get(request.raw.socket) ?? 0) + 1)
+    const socket = request.raw.socket
+    if (!socket.destroyed) unanswered.set(socket, (unanswered.get(socket) ?? 0) + 1)
     done()
   })
   app.addHook('onResponse', (request, _reply, done) => {
-    unanswered.set(request.raw.socket, (unanswered.get(request.raw.socket) ?? 1) - 1)
+    const count = unanswered.get(request.raw.socket)
+    // Not kept for a connection already gone.
+    if (count !== undefined) unanswered.set(request.raw.socket, count - 1)
     done()
   })
   /** The longest-open of those waiting for a request, a batch at a time, as nginx does. */
