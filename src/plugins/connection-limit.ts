@@ -14,6 +14,7 @@
 import type { Socket } from 'node:net'
 import type { FastifyInstance } from 'fastify'
 import fp from 'fastify-plugin'
+import { noteIfAnsweredBeforeBodyEnded } from '../errors.js'
 
 declare module 'fastify' {
   interface FastifyInstance {
@@ -47,6 +48,7 @@ async function connectionLimit (app: FastifyInstance, { maxConnections }: { maxC
     const count = unanswered.get(request.raw.socket)
     // Not kept for a connection already gone.
     if (count !== undefined) unanswered.set(request.raw.socket, count - 1)
+    noteIfAnsweredBeforeBodyEnded(request.raw)
     done()
   })
   /** The longest-open of those waiting for a request, a batch at a time, as nginx does. */

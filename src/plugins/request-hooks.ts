@@ -11,7 +11,7 @@ import { randomUUID } from 'node:crypto'
 import type { IncomingMessage } from 'node:http'
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
 import fp from 'fastify-plugin'
-import { AppError, noteIfAnsweredBeforeBodyEnded } from '../errors.js'
+import { AppError } from '../errors.js'
 import type { HeaderSchema } from '../route-schemas.js'
 
 declare module 'fastify' {
@@ -105,7 +105,6 @@ async function requestHooks (app: FastifyInstance): Promise<void> {
         error: request.answeredError ?? undefined
       }, 'request completed')
     }
-    noteIfAnsweredBeforeBodyEnded(request.raw)
     // A request in flight when closing began was answered with keep-alive; its connection is
     // idle now, and would hold the shutdown until the client hung up.
     if (closing) app.server.closeIdleConnections()
