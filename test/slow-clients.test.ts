@@ -120,6 +120,29 @@ test('an Expect other than 100-continue is a JSON 417, and the connection serves
   assert.deepEqual((await refusals(service, 1)).map(({ statusCode }) => statusCode), [417], 'a line tells of it')
 })
 
+test('Expect: 100-continue: a request answered before its body is read (over BODY_LIMIT, an unknown route) gets no 100 and its connection closes, so the body is never sent', async (t) => {
+  const service = await startService(t, timeouts)
+  for (const path of ['/users', '/no/such/route']) {
+    const { socket, closed } = await rawConnection(service.port)
+    socket.write(`POST ${path} HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: 20000000\r\nExpect: 100-continue\r\n\r\n`)
+    const received = await closed
+    assert.deepEqual(statusesIn(received), [path === '/users' ? 413 : 404], path)
+    assert.match(received, /\r\nConnection: close\r\n/i, path)
+  }
+})
+
+test('Expect: 100-continue: a body the service will read gets 100 Continue first, then its answer; a request without a body gets its 100 at once and keeps its connection', async (t) => {
+  const service = await startService(t, timeouts)
+  const client = await rawConnection(service.port)
+  const body = '{"name":"Ada","email":"ada@example.com"}'
+  client.socket.write(`POST /users HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: ${body.length}\r\nExpect: 100-continue\r\n\r\n`)
+  await waitFor(() => client.received().includes('HTTP/1.1 100 Continue\r\n\r\n'), 2000)
+  client.socket.write(body)
+  await waitFor(() => client.received().endsWith(body), 2000)
+  client.socket.write('GET / HTTP/1.1\r\nHost: localhost\r\nExpect: 100-continue\r\n\r\nGET /health HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n')
+  assert.deepEqual(statusesIn(await client.closed), [100, 201, 100, 200, 200])
+})
+
 test('CONNECT is the JSON 404 of any unknown route, and an abrupt client costs nothing', async (t) => {
   const service = await startService(t, timeouts)
   for (const target of ['example.com:443', '/users']) {

@@ -19,11 +19,18 @@
  * on reading the rest of the body and dropping it, as it does for any route that answers
  * before reading the body (within REQUEST_TIMEOUT_MS), and the client reads its answer.
  *
+ * A client that sends `Expect: 100-continue` waits for `100 Continue` before it sends its body.
+ * It is sent here, when the body is about to be read, rather than by Node as soon as the
+ * headers arrive: a request answered before (a `Content-Length` over BODY_LIMIT, an unknown
+ * route, a rate limit) then costs the client no upload. Node closes the connection after
+ * such an answer, since the client may send the body or not.
+ *
  * The body is read here rather than by Fastify's own reader (`parseAs`) so that it is counted
  * as it arrives without a stream between the two, which cost the POST routes a clear share of
  * their requests a second (docs/benchmarks.md).
  */
 import { isUtf8 } from 'node:buffer'
+import type { IncomingMessage, ServerResponse } from 'node:http'
 import { errorCodes, type FastifyInstance, type FastifyReply, type FastifyRequest, type HookHandlerDoneFunction } from 'fastify'
 import fp from 'fastify-plugin'
 import { AppError } from '../errors.js'
@@ -68,6 +75,10 @@ function isJson (text: string): boolean {
   }
 }
 
+/** Whether the request's framing announces a body (RFC 9112 §6.3). */
+const announcesBody = ({ headers }: IncomingMessage): boolean =>
+  headers['transfer-encoding'] !== undefined || (headers['content-length'] !== undefined && headers['content-length'] !== '0')
+
 function failIfBodyRefused (request: FastifyRequest, _reply: FastifyReply, done: HookHandlerDoneFunction): void {
   if (request.bodyRefusal === null) done()
   else done(request.bodyRefusal)
@@ -80,6 +91,15 @@ async function jsonBody (app: FastifyInstance, { bodyLimit }: { bodyLimit: numbe
   app.decorateRequest('bodyBytes', null)
   app.decorateRequest('bodyBytesReceived', 0)
   app.decorateRequest('bodyRefusal', null)
+
+  // The answers whose `100 Continue` waits until their body is read. One without a body gets
+  // it at once, as from Node, so that its connection is kept.
+  const continueDeferred = new WeakMap<IncomingMessage, ServerResponse>()
+  app.server.on('checkContinue', (request: IncomingMessage, response: ServerResponse) => {
+    if (announcesBody(request)) continueDeferred.set(request, response)
+    else response.writeContinue()
+    app.server.emit('request', request, response)
+  })
 
   // Every route but GET and HEAD may be sent a body (Fastify reads none for those two).
   app.addHook('onRoute', (route) => {
@@ -147,6 +167,8 @@ async function jsonBody (app: FastifyInstance, { bodyLimit }: { bodyLimit: numbe
         else done(null, body)
       })
     }
+    continueDeferred.get(request.raw)?.writeContinue()
+    continueDeferred.delete(request.raw)
     payload.on('data', onData)
     payload.on('end', onEnd)
     payload.on('error', onAbort)
