@@ -1,8 +1,10 @@
 import assert from 'node:assert/strict'
-import type { AddressInfo } from 'node:net'
+import { writeFileSync } from 'node:fs'
+import net, { type AddressInfo } from 'node:net'
+import { join } from 'node:path'
 import { test } from 'node:test'
 import { setTimeout as sleep } from 'node:timers/promises'
-import { captureLogs, postJson, rawConnection, testApp, waitFor } from './helpers.js'
+import { captureLogs, postJson, rawConnection, temporaryFolder, testApp, waitFor } from './helpers.js'
 
 test('a safe incoming X-Request-Id is returned as is; without one, a fresh id is made', async (t) => {
   const app = await testApp(t)
@@ -87,6 +89,25 @@ test('a request whose client leaves before it is answered writes a line saying s
   assert.equal(line?.msg, 'request aborted: its connection closed before it was answered')
   assert.deepEqual([line?.method, line?.url, line?.route, line?.client], ['POST', '/users', '/users', '127.0.0.1'])
   assert.equal(typeof line?.responseTime, 'number')
+})
+
+test('a GET whose client leaves before its answer is all sent writes a line saying so (a request without a body has no stream events of its own to tell it)', async (t) => {
+  const logs = captureLogs()
+  const staticDir = temporaryFolder(t)
+  writeFileSync(join(staticDir, 'large.bin'), Buffer.alloc(64 * 1024 * 1024))
+  const app = await testApp(t, { LOG_LEVEL: 'info', STATIC_DIR: staticDir }, logs.stream)
+  await app.listen({ host: '127.0.0.1', port: 0 })
+  // A client that asks for a file larger than the sockets' buffers, reads none of it, and goes.
+  const socket = net.connect((app.server.address() as AddressInfo).port, '127.0.0.1')
+  socket.pause()
+  socket.on('error', () => {})
+  socket.write('GET /large.bin HTTP/1.1\r\nHost: x\r\nX-Request-Id: gone-2\r\n\r\n')
+  await sleep(200)
+  socket.destroy()
+  const aborted = () => logs.lines.find((entry) => entry.reqId === 'gone-2')
+  await waitFor(() => aborted() !== undefined, 1000)
+  assert.equal(aborted()?.msg, 'request aborted: its connection closed before it was answered')
+  assert.deepEqual([aborted()?.method, aborted()?.url], ['GET', '/large.bin'])
 })
 
 test('LOG_LEVEL=warn silences the access log', async (t) => {
