@@ -8,8 +8,8 @@
  * of the headers the service adds to every answer from the rest, plain Fastify answering with
  * those headers too (`bench/fastify.ts <port> headers`). Each server runs
  * pinned to core 0 and wrk to core 1. Every round measures each server in turn on one
- * workload, so that a ratio compares figures taken in the same minute; the ratios reported are
- * medians of the rounds' ratios. Four parts:
+ * workload, so that a ratio compares figures taken in the same minute, and each round is a new
+ * process of each server; the ratios reported are medians of the rounds' ratios. Four parts:
  *
  * 1. Start-up over five starts of each server: the first 200 on /health after process start,
  *    and idle RSS.
@@ -120,8 +120,11 @@ function cpuSeconds (pid: number): number {
 }
 const rssMegabytes = (pid: number) => Number(/VmRSS:\s+(\d+)/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))![1]) / 1024
 
-/** A server under test: its process, for its CPU use, and the port it answers on. */
-interface Server { name: string, process: ChildProcess, port: number }
+/**
+ * A server under test: its process, for its CPU use, and the port it answers on; `restart`
+ * replaces the process with a new one of the same command, on the same port and files.
+ */
+interface Server { name: string, process: ChildProcess, port: number, restart: () => Promise<void> }
 
 /** Answers 201 each server gave, warm-ups included, to check them against the users it stored. */
 const created201 = new Map<Server, number>()
@@ -153,14 +156,20 @@ async function measure (server: Server, workload: Workload, seconds: number, con
 }
 
 /**
- * Warms every server up on the workload, then measures them in turn, round after round, and
- * returns each server's samples in the order given.
+ * Measures the servers in turn, round after round, and returns each server's samples in the
+ * order given. Each round is a new process of each server, warmed up on the workload: two
+ * processes of one build, measured side by side, can differ by a sixth in requests/s for as
+ * long as they run (where V8 placed their code, say), so a median over one process per server
+ * would be as much that luck as the code.
  */
 async function compare (servers: Array<{ server: Server, workload: Workload }>, connections = CONNECTIONS): Promise<Sample[][]> {
-  if (warmup > 0) for (const { server, workload } of servers) await measure(server, workload, warmup, connections)
   const samples = servers.map((): Sample[] => [])
   for (let round = 0; round < rounds; round++) {
-    for (const [index, { server, workload }] of servers.entries()) samples[index]!.push(await measure(server, workload, duration, connections))
+    for (const [index, { server, workload }] of servers.entries()) {
+      await server.restart()
+      if (warmup > 0) await measure(server, workload, warmup, connections)
+      samples[index]!.push(await measure(server, workload, duration, connections))
+    }
   }
   return samples
 }
@@ -178,18 +187,32 @@ const children = new Set<ChildProcess>()
 // Whatever happens, no server outlives the run to hold its port and core.
 process.on('exit', () => { for (const child of children) child.kill('SIGKILL') })
 
-async function startServer (name: string, command: string[], port: number, env: Record<string, string> = {}): Promise<Server & { startupMs: number }> {
-  const launched = performance.now()
+async function spawnServer (command: string[], port: number, env: Record<string, string>): Promise<ChildProcess> {
   const child = spawn(command[0]!, command.slice(1), { cwd: root, env: { ...process.env, ...env }, stdio: ['ignore', 'ignore', 'inherit'] })
   children.add(child)
   child.on('exit', () => children.delete(child))
   await waitFor200(port)
-  return { name, process: child, port, startupMs: performance.now() - launched }
+  return child
 }
 
 async function stop (server: Server): Promise<void> {
   server.process.kill('SIGTERM')
   await once(server.process, 'exit')
+}
+
+async function startServer (name: string, command: string[], port: number, env: Record<string, string> = {}): Promise<Server & { startupMs: number }> {
+  const launched = performance.now()
+  const server = {
+    name,
+    process: await spawnServer(command, port, env),
+    port,
+    startupMs: performance.now() - launched,
+    restart: async () => {
+      await stop(server)
+      server.process = await spawnServer(command, port, env)
+    }
+  }
+  return server
 }
 
 const median = (numbers: number[]) => [...numbers].sort((a, b) => a - b)[Math.floor(numbers.length / 2)]!
@@ -421,7 +444,7 @@ for (const workload of sweepWorkloads) {
 write('')
 const loadedRss = rssMegabytes(service.process.pid!)
 for (const server of [service, baseline, ...Object.values(yardsticks), withHeaders, ...(against === undefined ? [] : [against])]) await stop(server)
-write(`The service's RSS after all of the above: ${loadedRss.toFixed(1)} MB.`, '')
+write(`The service's RSS at the end of its last round above: ${loadedRss.toFixed(1)} MB.`, '')
 
 // 4. The table-size sweep: the same workloads on a small and a big table, side by side.
 if (bigUsers > 0) {
