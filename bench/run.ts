@@ -158,9 +158,9 @@ async function measure (server: Server, workload: Workload, seconds: number, con
 /**
  * Measures the servers in turn, round after round, and returns each server's samples in the
  * order given. Each round is a new process of each server, warmed up on the workload: two
- * processes of one build, measured side by side, can differ by a sixth in requests/s for as
- * long as they run (where V8 placed their code, say), so a median over one process per server
- * would be as much that luck as the code.
+ * processes of one build, measured side by side, can differ in requests/s by more than the
+ * changes the bench is there to show, for as long as they run (docs/benchmarks.md), so a
+ * median over one process per server would be as much that luck as the code.
  */
 async function compare (servers: Array<{ server: Server, workload: Workload }>, connections = CONNECTIONS): Promise<Sample[][]> {
   const samples = servers.map((): Sample[] => [])
