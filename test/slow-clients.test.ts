@@ -120,6 +120,21 @@ test('an Expect other than 100-continue is a JSON 417, and the connection serves
   assert.deepEqual((await refusals(service, 1)).map(({ statusCode }) => statusCode), [417], 'a line tells of it')
 })
 
+test('a request with a Content-Type and no framing for a body (no Content-Length, no Transfer-Encoding) is answered as one with an empty body, on HTTP/1.1 and 1.0', async (t) => {
+  const service = await startService(t, timeouts)
+  for (const [requestLine, host, status, error] of [
+    ['POST /users HTTP/1.1', 'Host: localhost\r\n', 400, 'Body is not valid JSON: it is empty'],
+    ['POST /users HTTP/1.0', '', 400, 'Body is not valid JSON: it is empty'],
+    ['POST /no/such/route HTTP/1.0', '', 404, 'Route not found']
+  ] as const) {
+    const { socket, closed } = await rawConnection(service.port)
+    socket.write(`${requestLine}\r\n${host}Content-Type: application/json\r\nConnection: close\r\n\r\n`)
+    const received = await Promise.race([closed, sleep(3000).then(() => 'no answer in 3 s')])
+    assert.deepEqual(statusesIn(received), [status], `${requestLine}: ${received}`)
+    assert.ok(received.endsWith(JSON.stringify({ error })), requestLine)
+  }
+})
+
 test('Expect: 100-continue: a request answered before its body is read (over BODY_LIMIT, an unknown route) gets no 100 and its connection closes, so the body is never sent', async (t) => {
   const service = await startService(t, timeouts)
   for (const path of ['/users', '/no/such/route']) {

@@ -167,6 +167,13 @@ async function jsonBody (app: FastifyInstance, { bodyLimit }: { bodyLimit: numbe
         else done(null, body)
       })
     }
+    // A request whose framing announces no body (a POST with a Content-Type and neither
+    // Content-Length nor Transfer-Encoding) arrives as a stream already ended, which emits no
+    // 'end' (Node's optimizeEmptyRequests, app.ts): its body is the empty one.
+    if (payload.readableEnded) {
+      onEnd()
+      return
+    }
     continueDeferred.get(request.raw)?.writeContinue()
     continueDeferred.delete(request.raw)
     payload.on('data', onData)
