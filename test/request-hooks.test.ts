@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict'
 import { writeFileSync } from 'node:fs'
-import net, { type AddressInfo } from 'node:net'
+import type { AddressInfo } from 'node:net'
 import { join } from 'node:path'
 import { test } from 'node:test'
 import { setTimeout as sleep } from 'node:timers/promises'
@@ -98,12 +98,12 @@ test('a GET whose client leaves before its answer is all sent writes a line sayi
   const app = await testApp(t, { LOG_LEVEL: 'info', STATIC_DIR: staticDir }, logs.stream)
   await app.listen({ host: '127.0.0.1', port: 0 })
   // A client that asks for a file larger than the sockets' buffers, reads none of it, and goes.
-  const socket = net.connect((app.server.address() as AddressInfo).port, '127.0.0.1')
+  const { socket, closed } = await rawConnection((app.server.address() as AddressInfo).port)
   socket.pause()
-  socket.on('error', () => {})
   socket.write('GET /large.bin HTTP/1.1\r\nHost: x\r\nX-Request-Id: gone-2\r\n\r\n')
   await sleep(200)
   socket.destroy()
+  await closed
   const aborted = () => logs.lines.find((entry) => entry.reqId === 'gone-2')
   await waitFor(() => aborted() !== undefined, 1000)
   assert.equal(aborted()?.msg, 'request aborted: its connection closed before it was answered')
