@@ -1,5 +1,5 @@
 /**
- * `npm run bench [-- --duration 5 --rounds 3 --warmup 2 --users 1000 --big 1000000]`
+ * `npm run bench [-- --duration 5 --rounds 3 --warmup 6 --users 1000 --big 1000000]`
  *
  * Measures the built service, as shipped (NODE_ENV=production, every default feature on,
  * LOG_LEVEL=warn), beside three yardsticks on the same routes and the same 1,000 users:
@@ -42,7 +42,7 @@ const { values } = parseArgs({
   options: {
     duration: { type: 'string', default: '5' },
     rounds: { type: 'string', default: '3' },
-    warmup: { type: 'string', default: '2' },
+    warmup: { type: 'string', default: '6' },
     users: { type: 'string', default: '1000' },
     big: { type: 'string', default: '1000000' },
     only: { type: 'string' },
@@ -160,7 +160,10 @@ async function measure (server: Server, workload: Workload, seconds: number, con
  * order given. Each round is a new process of each server, warmed up on the workload: two
  * processes of one build, measured side by side, can differ in requests/s by more than the
  * changes the bench is there to show, for as long as they run (docs/benchmarks.md), so a
- * median over one process per server would be as much that luck as the code.
+ * median over one process per server would be as much that luck as the code. The warm-up
+ * outlasts what a new process does in its first seconds under load (compiling, growing its
+ * heap, its storage's first reads), which the servers finish at different times
+ * (docs/benchmarks.md, "Why 6 s of warm-up"), so that what is measured is each one's steady state.
  */
 async function compare (servers: Array<{ server: Server, workload: Workload }>, connections = CONNECTIONS): Promise<Sample[][]> {
   const samples = servers.map((): Sample[] => [])
