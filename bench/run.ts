@@ -162,8 +162,8 @@ async function measure (server: Server, workload: Workload, seconds: number, con
  * changes the bench is there to show, for as long as they run (docs/benchmarks.md), so a
  * median over one process per server would be as much that luck as the code. The warm-up
  * outlasts what a new process does in its first seconds under load (compiling, growing its
- * heap, its storage's first reads), which the servers finish at different times
- * (docs/benchmarks.md, "Why 6 s of warm-up"), so that what is measured is each one's steady state.
+ * heap, its storage's first reads), which the servers finish at different times, so that
+ * what is measured is each one's steady state (docs/benchmarks.md, "Why 6 s of warm-up").
  */
 async function compare (servers: Array<{ server: Server, workload: Workload }>, connections = CONNECTIONS): Promise<Sample[][]> {
   const samples = servers.map((): Sample[] => [])
