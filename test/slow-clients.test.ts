@@ -5,7 +5,7 @@ import http from 'node:http'
 import net from 'node:net'
 import { test, type TestContext } from 'node:test'
 import { setTimeout as sleep } from 'node:timers/promises'
-import { askWhileUnavailable, postJsonOver, rawConnection, rawRequest, waitFor } from './helpers.js'
+import { askWhileUnavailable, listeningApp, postJsonOver, rawConnection, rawRequest, waitFor } from './helpers.js'
 import { fromSource, serverUnderOpenFileLimit, startService } from './process.js'
 
 const timeouts = { HEADERS_TIMEOUT_MS: '1000', REQUEST_TIMEOUT_MS: '2000', DATABASE_URL: 'sqlite::memory:' }
@@ -320,6 +320,28 @@ test('at MAX_CONNECTIONS, kept-alive connections waiting for their next request 
   inFlight.socket.write(body.slice(-1))
   await waitFor(() => inFlight.received().endsWith(body), 2000).catch(() => {})
   assert.match(inFlight.received(), /^HTTP\/1\.1 201 Created\r\n/)
+})
+
+/** The listeners on the server's side of a connection that has been answered once, by event. */
+async function listenersOnAnsweredConnection (server: net.Server, port: number): Promise<Record<string, number>> {
+  const accepted = once(server, 'connection')
+  const client = await rawConnection(port)
+  const [socket] = await accepted as [net.Socket]
+  client.socket.write('GET /health HTTP/1.1\r\nHost: localhost\r\n\r\n')
+  await waitFor(() => client.received().includes('\r\n\r\n'), 2000)
+  const listeners = Object.fromEntries(socket.eventNames().map((name) => [String(name), socket.listenerCount(name)]))
+  client.socket.destroy()
+  return listeners
+}
+
+test('the service adds no listener of its own to each connection, beyond what Node adds: with one on each, hundreds of connections opened together made V8 keep every request\'s objects until a full collection (docs/benchmarks.md)', async (t) => {
+  const { app, port } = await listeningApp(t)
+  const bare = http.createServer((_request, response) => { response.end() })
+  bare.listen(0, '127.0.0.1')
+  await once(bare, 'listening')
+  t.after(() => { bare.close() })
+  const barePort = (bare.address() as net.AddressInfo).port
+  assert.deepEqual(await listenersOnAnsweredConnection(app.server, port), await listenersOnAnsweredConnection(bare, barePort))
 })
 
 test('requests pipelined on one connection are answered in order, one at a time; a connection with more than 64 waiting is closed, and memory holds', async (t) => {
