@@ -1,5 +1,5 @@
 import assert from 'node:assert/strict'
-import { existsSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
+import { existsSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs'
 import { once } from 'node:events'
 import http from 'node:http'
 import { createServer, type AddressInfo } from 'node:net'
@@ -10,7 +10,7 @@ import { sql } from 'kysely'
 import { bundle } from '../scripts/build.js'
 import { createDatabase } from '../src/db/database.js'
 import { migrations } from '../src/db/migrate.js'
-import { postgresQuery, postJsonOver, rawRequest, temporaryFolder, testConfig, testDatabases } from './helpers.js'
+import { postgresQuery, postJsonOver, rawRequest, temporaryFolder, testConfig, testDatabases, waitFor } from './helpers.js'
 import { behindPgBouncer } from './pgbouncer.js'
 import { fromSource, installed, repositoryRoot, runNode, runScript, signalGroup, startService } from './process.js'
 
@@ -62,6 +62,25 @@ test('SIGINT (Ctrl-C) does not drain: the process closes at once', async (t) => 
   service.child.kill('SIGINT')
   assert.deepEqual(await service.exited, { code: 0, signal: null })
   assert.ok(Date.now() - signalled < 2000, `exited ${Date.now() - signalled} ms after SIGINT`)
+})
+
+test('a heap snapshot asked for with a signal the service leaves alone (SIGURG) is written, and the service goes on answering; SIGUSR2 stops it as SIGINT does', async (t) => {
+  const folder = temporaryFolder(t)
+  const service = await startService(t, { DATABASE_URL: 'sqlite::memory:', SHUTDOWN_DRAIN_MS: '5000' }, repositoryRoot, [
+    '--heapsnapshot-signal=SIGURG', `--diagnostic-dir=${folder}`, ...fromSource('server.ts')
+  ])
+  const snapshots = () => readdirSync(folder).filter((name) => name.endsWith('.heapsnapshot'))
+  service.child.kill('SIGURG')
+  await waitFor(() => snapshots().length > 0, 10_000)
+  // The snapshot is written on the event loop: the next answer comes once it is complete.
+  assert.equal((await rawRequest(service.port, { path: '/health' })).statusCode, 200)
+  assert.equal(snapshots().length, 1)
+  assert.ok(statSync(join(folder, snapshots()[0] as string)).size > 0)
+
+  const signalled = Date.now()
+  service.child.kill('SIGUSR2')
+  assert.deepEqual(await service.exited, { code: 0, signal: null })
+  assert.ok(Date.now() - signalled < 2000, `exited ${Date.now() - signalled} ms after SIGUSR2`)
 })
 
 test('a bad setting stops start-up with one line naming the variable, and a non-zero exit', async () => {
