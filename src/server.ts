@@ -6,6 +6,7 @@
  * flight finish (at most 10 s, then it exits 1), closes the database and exits 0.
  */
 import './supported-node.js'
+import './v8-flags.js'
 import { createRequire } from 'node:module'
 import { setTimeout as sleep } from 'node:timers/promises'
 import closeWithGrace from 'close-with-grace'

@@ -4,6 +4,7 @@ import { once } from 'node:events'
 import http from 'node:http'
 import { createServer, type AddressInfo } from 'node:net'
 import { join } from 'node:path'
+import { finished } from 'node:stream/promises'
 import { after, describe, test } from 'node:test'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { sql } from 'kysely'
@@ -37,6 +38,20 @@ test('start-up prints the listening address and the docs URL in its first lines'
   assert.match(firstLines, new RegExp(`API documentation at http://127\\.0\\.0\\.1:${service.port}/documentation`))
   assert.ok(existsSync(join(folder, 'data', 'app.db')), 'the database file and its folder are created')
   assert.equal((await rawRequest(service.port, { path: '/health' })).statusCode, 200)
+})
+
+test('the bundled server runs with V8\'s allocation-site pretenuring off, so that no burst of connections can leave a process with slow collections for good', async (t) => {
+  const trace = '--trace-pretenuring-statistics'
+  const allocating = await runNode([trace, '-e', 'const kept = []; for (let i = 0; i < 1e6; i++) kept.push({ i })'], {})
+  assert.match(allocating.stdout, /pretenuring:/, 'this Node prints its pretenuring decisions, so their absence below means something')
+
+  const folder = temporaryFolder(t)
+  const service = await startService(t, { DATABASE_URL: `sqlite:${join(folder, 'app.db')}` }, repositoryRoot, [trace, await bundledServer()])
+  assert.equal((await rawRequest(service.port, { path: '/health' })).statusCode, 200)
+  service.child.kill('SIGINT')
+  assert.deepEqual(await service.exited, { code: 0, signal: null })
+  await finished(service.child.stdout!) // V8 writes its trace through a buffer flushed at exit
+  assert.deepEqual(service.stdout.filter((line) => line.includes('pretenuring:')), [])
 })
 
 test('SIGTERM drains: /ready answers 503 at once, other requests are still answered with Connection: close, then it exits 0', async (t) => {
