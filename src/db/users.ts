@@ -62,8 +62,8 @@ export function createUserRepository ({ db, read, readTogether, write }: QueryRu
 
   // The queries of lookups, pages and inserts without a key, compiled once: Kysely builds and
   // compiles a query anew on every call, a share of each request's CPU worth saving on the
-  // most frequent ones (docs/benchmarks.md). Each run gives its own values, in the order of
-  // the placeholders, as named below.
+  // most frequent ones. Each run gives its own values, in the order of the placeholders, as
+  // named below.
   /** name, email */
   const insertUser = db.insertInto('users').values({ name: '', email: '' }).returning('id').compile()
   /** id */
