@@ -58,14 +58,19 @@ function traceIds (): object {
 }
 
 /**
- * Credentials never reach a log line, whatever object is logged: request headers, tokens,
- * passwords and connection strings are replaced. (Database URLs in messages are redacted
- * where they are written, see describeDatabase.)
+ * Credentials never reach a log line: request headers, tokens, passwords and connection
+ * strings are replaced, at the top of a logged object and one level down in an error (`err`,
+ * the key every error is logged under, where a driver's error brings its connection's
+ * settings). (Database URLs in messages are redacted where they are written, see
+ * describeDatabase.) No path begins with a wildcard (`*.password`): pino would then run its
+ * redaction over every binding of every child logger, so over the request id of the child
+ * Fastify makes for each request, a clear share of every request's work (docs/benchmarks.md).
+ * An object logged under a key of its own that can hold credentials needs its paths here.
  */
+const CREDENTIALS = ['authorization', 'token', 'password', 'connectionString']
 const REDACTED_PATHS = [
-  'req.headers.authorization', 'req.headers.cookie', 'headers.authorization', 'headers.cookie',
-  '*.headers.authorization', 'authorization', '*.authorization',
-  'token', '*.token', 'password', '*.password', 'connectionString', '*.connectionString'
+  'req.headers.authorization', 'req.headers.cookie', 'headers.authorization', 'headers.cookie', 'err.headers.authorization',
+  ...CREDENTIALS, ...CREDENTIALS.map((name) => `err.${name}`)
 ]
 
 function loggerOptions (config: Config, options: BuildOptions) {

@@ -127,6 +127,11 @@ test('tokens, authorization headers and passwords never reach a log line', async
   await app.inject({ url: '/users', headers: { authorization: `Bearer ${forged}` } })
   await app.inject({ url: '/users', headers: { authorization: 'Basic YWxpY2U6aHVudGVyMg==' } })
   app.log.info({ headers: { authorization: `Bearer ${token}` }, password: 'hunter2', connectionString: 'postgres://u:hunter2@db/x' }, 'an object a plugin might log')
+  // A driver's error carries its connection's settings one level down, under err.
+  const driverError = Object.assign(new Error('connection refused'), {
+    password: 'hunter2', connectionString: 'postgres://u:hunter2@db/x', token: 'hunter2-token', authorization: 'Basic hunter2', headers: { authorization: 'Bearer hunter2' }
+  })
+  app.log.error({ err: driverError }, 'a driver error')
 
   const text = logs.lines.map((line) => JSON.stringify(line)).join('\n')
   assert.ok(logs.lines.length >= 4)
@@ -136,4 +141,7 @@ test('tokens, authorization headers and passwords never reach a log line', async
   const logged = logs.lines.find((line) => line.msg === 'an object a plugin might log')
   assert.equal(logged?.headers.authorization, '[redacted]')
   assert.equal(logged?.password, '[redacted]')
+  const failed = logs.lines.find((line) => line.msg === 'a driver error')
+  assert.equal(failed?.err.message, 'connection refused')
+  assert.deepEqual([failed?.err.password, failed?.err.connectionString, failed?.err.token, failed?.err.authorization, failed?.err.headers.authorization], Array(5).fill('[redacted]'))
 })
