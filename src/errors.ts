@@ -66,7 +66,11 @@ export function errorResponse (description: string, headers: Record<string, Head
   return refTo(ErrorSchema, { description, ...(Object.keys(headers).length > 0 && { headers }) })
 }
 
-/** An error a handler raises on purpose; its message is sent to the client (seed §7). */
+/**
+ * An error a handler raises on purpose; its message is sent to the client (seed §7). It has no
+ * stack trace: it is an answer, never logged as a fault, and walking the stack to build one
+ * was a clear share of the work of answering a body that fails its schema (docs/benchmarks.md).
+ */
 export class AppError extends Error {
   override name = 'AppError'
   readonly statusCode: number
@@ -76,7 +80,10 @@ export class AppError extends Error {
   readonly details: ValidationDetail[] | undefined
 
   constructor (message: string, statusCode = 400, headers: Record<string, string> = {}, details?: ValidationDetail[]) {
+    const { stackTraceLimit } = Error
+    Error.stackTraceLimit = 0
     super(message)
+    Error.stackTraceLimit = stackTraceLimit
     this.statusCode = statusCode
     this.headers = headers
     this.details = details

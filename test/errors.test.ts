@@ -106,6 +106,13 @@ test('an application error answers its own status and message, 400 by default', 
   assertJsonError(await app.inject('/refused'), 400, 'Not today')
 })
 
+test('an application error, an answer to the client, carries no stack trace; errors made after it still do', () => {
+  const answer = new AppError('Not today', 409)
+  assert.equal(answer.message, 'Not today')
+  assert.doesNotMatch(String(answer.stack), /\n\s+at /)
+  assert.match(String(new Error('a fault').stack), /a fault\n\s+at /)
+})
+
 test('an unexpected error is 500 Internal Server Error, logged with its stack and request id, never sent', async (t) => {
   const logs = captureLogs()
   const app = await testApp(t, { LOG_LEVEL: 'info' }, logs.stream)
