@@ -35,8 +35,8 @@ const CLOCK_SKEW_MS = 60_000
 
 async function auth (app: FastifyInstance, options: { jwt: Config['jwt'] }): Promise<void> {
   if (options.jwt.generated) {
-    // Only with AUTH=off: any other mode refuses to start without the secret (config.ts).
-    app.log.warn('JWT_SECRET is not set: this process uses a random secret of its own (AUTH is off, so no route asks for a token; set JWT_SECRET before turning it on)')
+    // Only with AUTH=off, where nothing checks a token: info, not a warning.
+    app.log.info('JWT_SECRET is not set: this process uses a random secret of its own (AUTH is off, so no route asks for a token; set JWT_SECRET before turning it on)')
   }
   await app.register(jwt, {
     secret: options.jwt.secret,
