@@ -156,14 +156,9 @@ async function measure (server: Server, workload: Workload, seconds: number, con
 }
 
 /**
- * Measures the servers in turn, round after round, and returns each server's samples in the
- * order given. Each round is a new process of each server, warmed up on the workload: two
- * processes of one build, measured side by side, can differ in requests/s by more than the
- * changes the bench is there to show, for as long as they run (docs/benchmarks.md), so a
- * median over one process per server would be as much that luck as the code. The warm-up
- * outlasts what a new process does in its first seconds under load (compiling, growing its
- * heap, its storage's first reads), which the servers finish at different times, so that
- * what is measured is each one's steady state (docs/benchmarks.md, "Why 6 s of warm-up").
+ * Measures the servers in turn, round after round, each round a new process warmed up on the
+ * workload: two processes of one build can differ by more than the changes measured, and the
+ * warm-up outlasts a new process's first seconds.
  */
 async function compare (servers: Array<{ server: Server, workload: Workload }>, connections = CONNECTIONS): Promise<Sample[][]> {
   const samples = servers.map((): Sample[] => [])

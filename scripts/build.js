@@ -1,17 +1,8 @@
 // @ts-check
 /**
- * `npm run build`, which `npm install` and `npm ci` run too (the `prepare` script): bundles
- * the server and the two command-line tools from the TypeScript sources into dist/, one file
- * each. It is plain JavaScript and needs only esbuild, a production dependency, so a
- * production install (`npm ci --omit=dev`) builds the service it then starts. Type checking
- * is `npm run typecheck`'s job; esbuild only strips the types.
- *
- * One file instead of the 1,100 modules of the service and its dependencies (typebox alone
- * has about 700) is why the server starts in less than half the time. See README, "Build".
- *
- * Left outside, loaded from node_modules as usual: the native or optional database drivers,
- * and pino-pretty, a dev dependency for terminals. (pino is bundled; the service uses none of
- * its transports, which start worker threads from pino's own files.)
+ * `npm run build` (also the `prepare` script): bundles the server, the CLI tools and the SQLite
+ * worker into dist/, one file each, with esbuild alone, so a production install builds what it
+ * starts (docs/build.md).
  */
 import { build } from 'esbuild'
 import { readFile } from 'node:fs/promises'

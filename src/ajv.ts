@@ -1,7 +1,6 @@
 /**
- * The JSON Schema validators of the service, for the configuration and for requests. Neither
- * removes additional properties: a schema that forbids them rejects the data. No HTTP here:
- * config.ts, below the HTTP layer, uses it too.
+ * The JSON Schema validators, for the configuration and for requests. Neither removes additional
+ * properties: a schema that forbids them rejects the data. No HTTP here: config.ts uses it too.
  */
 import { isIPv4, isIPv6 } from 'node:net'
 import { Ajv, type Options } from 'ajv'
@@ -19,10 +18,9 @@ function isAddressLiteral (literal: string): boolean {
 }
 
 /**
- * JSON Schema's `format: "email"`: an RFC 5321 Mailbox, so `q@test`, `a@localhost`,
- * `"q"@example.com` and `a@[127.0.0.1]` are addresses. ajv-formats checks a narrower,
- * commoner pattern, which would refuse addresses the document says are valid. Non-ASCII
- * addresses (RFC 6531) are `idn-email`, not `email`.
+ * JSON Schema's `format: "email"`, an RFC 5321 Mailbox (`q@test`, `"q"@example.com`,
+ * `a@[127.0.0.1]`). ajv-formats checks a narrower pattern, which would refuse addresses the
+ * document calls valid.
  */
 export function isMailbox (text: string): boolean {
   const at = text.lastIndexOf('@')

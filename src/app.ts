@@ -1,7 +1,6 @@
 /**
- * Assembles the service from its parts, in order: cross-cutting plugins, then the
- * application's own (storage, auth), then routes. Building does not listen: tests call
- * `app.inject()` on it, and server.ts starts it.
+ * Assembles the service from its parts, in order: cross-cutting plugins, the application's own
+ * (storage, auth), then routes. Building does not listen: tests call `app.inject()` on it.
  */
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox'
 import Fastify, { LogController, type FastifyInstance } from 'fastify'
@@ -58,14 +57,9 @@ function traceIds (): object {
 }
 
 /**
- * Credentials never reach a log line: request headers, tokens, passwords and connection
- * strings are replaced, at the top of a logged object and one level down in an error (`err`,
- * the key every error is logged under, where a driver's error brings its connection's
- * settings). (Database URLs in messages are redacted where they are written, see
- * describeDatabase.) No path begins with a wildcard (`*.password`): pino would then run its
- * redaction over every binding of every child logger, so over the request id of the child
- * Fastify makes for each request, a clear share of every request's work (docs/benchmarks.md).
- * An object logged under a key of its own that can hold credentials needs its paths here.
+ * Credentials never reach a log line: they are replaced at the top of a logged object and under
+ * `err`, where a driver's error brings its settings. No path begins with a wildcard
+ * (docs/decisions/0014-redaction-paths.md).
  */
 const CREDENTIALS = ['authorization', 'token', 'password', 'connectionString']
 const REDACTED_PATHS = [
@@ -95,15 +89,9 @@ export async function buildApp (config: Config, options: BuildOptions = {}): Pro
     schemaErrorFormatter: formatSchemaError,
     frameworkErrors: replyWithFrameworkError,
     clientErrorHandler: answerClientError,
-    // Slow clients: headers must arrive within headersMs and the whole request within
-    // requestMs, checked every second; an idle keep-alive connection is closed after
-    // keepAliveMs (longer than the usual 60 s of load balancers, so they close first).
-    // A request without Host is refused by request-hooks.ts, in JSON, rather than by Node.
-    // A request whose framing announces no body (every GET) is handed over as a stream already
-    // ended, rather than one that runs the stream's life to its end, which spares each GET a
-    // clear share of its CPU (docs/benchmarks.md). Its `request.raw` then never emits 'close', so
-    // Fastify's `request.signal` and `onRequestAbort` do not tell when its client leaves;
-    // `reply.raw`'s 'close' does (request-hooks.ts).
+    // Slow clients get the time limits below; a request without Host is refused in JSON by
+    // request-hooks.ts. A bodiless request arrives as an ended stream, so its client leaving shows
+    // on `reply.raw`'s 'close' (docs/decisions/0016-optimize-empty-requests.md).
     http: { headersTimeout: config.timeouts.headersMs, connectionsCheckingInterval: 1000, requireHostHeader: false, optimizeEmptyRequests: true },
     requestTimeout: config.timeouts.requestMs,
     keepAliveTimeout: config.timeouts.keepAliveMs,
@@ -137,10 +125,9 @@ export async function buildApp (config: Config, options: BuildOptions = {}): Pro
   if (config.metrics) await app.register(metricsCollection, { droppedLogLines: options.droppedLogLines })
   await app.register(auth, { jwt: config.jwt })
 
-  // The API: shed under overload, rate-limited and token-protected as configured, in that
-  // order for each request. Health, docs and static files stay outside, always answerable.
-  // Tokens are registered before the limiter so that the 401 they add to each route is
-  // declared with the limiter's headers too; the limiter's hook still runs first.
+  // The API: shed, rate-limited and token-protected, in that order. Tokens are registered before
+  // the limiter so that their 401 is declared with the limiter's headers; the limiter's hook still
+  // runs first.
   await app.register(async (api) => {
     await api.register(overload, config.overload)
     await api.register(requireTokensPlugin, { mode: config.auth })

@@ -1,7 +1,6 @@
 /**
- * The service's configuration: the environment, validated once at start-up against a TypeBox
- * schema and turned into the `Config` object that `buildApp` receives. Nothing else in `src/`
- * reads `process.env` (a lint rule enforces it), so every setting is visible here.
+ * The environment, validated once at start-up and turned into the `Config` that `buildApp`
+ * receives. Nothing else in `src/` reads `process.env` (a lint rule enforces it).
  */
 import { randomBytes } from 'node:crypto'
 import { existsSync, readFileSync } from 'node:fs'
@@ -91,8 +90,8 @@ export interface Config {
   /** Whether `/metrics` exists. */
   metrics: boolean
   /**
-   * Which proxies' `X-Forwarded-For` names the client (Fastify's `trustProxy`): none, the
-   * nearest N hops, or those at these addresses or networks.
+   * Which proxies' `X-Forwarded-For` names the client: none, the nearest N hops, or these
+   * addresses.
    */
   trustProxy: false | number | string[]
   /** How long an `Idempotency-Key` of `POST /users` is kept, in milliseconds. */
@@ -113,18 +112,15 @@ const SECRET_VARIABLES = new Set(['DATABASE_URL', 'JWT_SECRET', 'REDIS_URL'])
 
 const validateEnv = createCoercingAjv().compile<Env>(EnvSchema)
 
-/**
- * The process environment, with `.env` from the working directory beneath it: a variable
- * set in the environment wins over the same one in the file.
- */
+/** The process environment over `.env` from the working folder: the environment wins. */
 export function readEnvironment (): Record<string, string | undefined> {
   if (existsSync('.env')) process.loadEnvFile('.env')
   return process.env
 }
 
 /**
- * Validates the environment and derives the configuration. Empty variables count as unset,
- * as they do in most shells' `VAR= command` idiom.
+ * Validates the environment and derives the configuration. Empty variables count as unset, as in a
+ * shell's `VAR= command`.
  */
 export function loadConfig (environment: Record<string, string | undefined>): Config {
   // Ajv converts the values in place (`"3000"` becomes 3000); its check then types them.
@@ -220,10 +216,8 @@ const DEFAULT_DRAIN_MS = 5000
 const MB = 1024 * 1024
 
 /**
- * The heap in use past which API routes shed load. It must be below the heap V8 lets the
- * process have, or the process runs out of heap and ends before it sheds anything; Node sets
- * that limit from the machine's or the container's memory (about 268 MB in a 512 MB
- * container), or `--max-old-space-size` does. By default, three quarters of it, at most 1 GB.
+ * The heap in use past which API routes shed load: below the heap V8 allows, or the process runs
+ * out of heap before it sheds anything.
  */
 function heapToShedAt (megabytes: number | undefined): number {
   const limitMb = Math.floor(getHeapStatistics().heap_size_limit / MB)
@@ -239,20 +233,14 @@ function heapToShedAt (megabytes: number | undefined): number {
 const RESERVED_DESCRIPTORS = 128
 
 /**
- * The memory kept for each client connection by default: one whose client asks for a page
- * and does not read it holds what the kernel has not taken of the answer (a full page is 220 kB).
+ * The memory kept for each client connection by default: a client that does not read its page holds
+ * what the kernel has not taken of it.
  */
 const MEMORY_PER_CONNECTION = 128 * 1024
 
 /**
- * How many client connections may be open at once. Each takes one of the process's open
- * files, as does each connection of PostgreSQL's pool, so by default as many as the open-file
- * limit allows less the pool and a reserve: neither can take the last descriptor, without which
- * opening a connection to the database, a file to send or a client's connection fails. A
- * setting that would let them take it is refused. The limit is read from /proc/self/limits;
- * where there is none, connections are not counted. Each also takes memory, so the default is
- * at most one per MEMORY_PER_CONNECTION of the memory the process may have (its container's
- * limit, or the machine's); a setting above that is the operator's to make.
+ * How many client connections may be open at once: by default what the open-file limit leaves after
+ * the pool and a reserve, and what memory allows (docs/decisions/0008-connection-limit.md).
  */
 function connectionLimit (setting: number | undefined, database: DatabaseConfig): number {
   const openFiles = openFileLimit()
@@ -306,10 +294,7 @@ function checkSecretStrength (secret: string): void {
   }
 }
 
-/**
- * The signing secret alone, for `npm run token`: the same variable, the same rules, without
- * the rest of the configuration.
- */
+/** The signing secret alone, for `npm run token`, with the same rules. */
 export function loadSigningSecret (environment: Record<string, string | undefined>): string {
   const secret = environment.JWT_SECRET
   if (secret === undefined || secret === '') throw new ConfigError('JWT_SECRET is not set: tokens are signed with it')
@@ -318,8 +303,7 @@ export function loadSigningSecret (environment: Record<string, string | undefine
 }
 
 /**
- * The database URL as it may be shown: any password replaced by `***`, and a SQLite file by
- * its absolute path, for a relative one is from the folder the process was started in.
+ * The database URL as it may be shown: any password as `***`, a SQLite file by its absolute path.
  */
 export function describeDatabase (database: DatabaseConfig): string {
   if (database.dialect === 'sqlite') return `sqlite:${database.filename === ':memory:' ? ':memory:' : resolve(database.filename)}`

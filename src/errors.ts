@@ -1,8 +1,7 @@
 /**
- * Every failure becomes one JSON shape, `{"error": "<message>"}`. Handlers throw; only this
- * module decides status codes and bodies. Client mistakes keep their 4xx status and a message
- * that says what to fix; anything unexpected is logged in full and answered with a bare 500,
- * so internals never reach a client.
+ * Every failure becomes `{"error": "<message>"}`, and only this module decides statuses and bodies:
+ * a client's mistake keeps its 4xx and a message that says what to fix; anything unexpected is
+ * logged in full and answered a bare 500.
  */
 import { createRequire } from 'node:module'
 import type { IncomingMessage, ServerResponse } from 'node:http'
@@ -21,10 +20,8 @@ declare module 'fastify' {
   }
 }
 
-// Required, not imported: importing node:http as a module reads every one of its exports, and
-// three of them (WebSocket, CloseEvent, MessageEvent) load Node's own copy of undici, a large
-// module the service never uses, into every process (docs/benchmarks.md, "Before and after:
-// modules loaded only when used").
+// Required, not imported: node:http's module view reads every export, and three of them load Node's
+// own copy of undici, which the service never uses.
 const { STATUS_CODES }: typeof import('node:http') = createRequire(import.meta.url)('node:http')
 
 /** One failed rule of a request's schema. */
@@ -67,9 +64,9 @@ export function errorResponse (description: string, headers: Record<string, Head
 }
 
 /**
- * An error a handler raises on purpose; its message is sent to the client (seed §7). It has no
- * stack trace: it is an answer, never logged as a fault, and walking the stack to build one
- * was a clear share of the work of answering a body that fails its schema (docs/benchmarks.md).
+ * An error a handler raises on purpose; its message is sent to the client (seed §7). It is an
+ * answer, never logged as a fault, so it has no stack trace
+ * (docs/decisions/0017-client-errors-without-stack.md).
  */
 export class AppError extends Error {
   override name = 'AppError'
@@ -139,8 +136,8 @@ function replyWithError (error: FastifyError, request: FastifyRequest, reply: Fa
 }
 
 /**
- * For Fastify's `frameworkErrors` option: failures of the router itself (a URL that cannot be
- * decoded) arrive before any hook has run, so the request id header is set here.
+ * For Fastify's `frameworkErrors`: failures of the router arrive before any hook has run, so the
+ * request id header is set here.
  */
 export function replyWithFrameworkError (error: FastifyError, request: FastifyRequest, reply: FastifyReply): void {
   reply.header('x-request-id', request.id)
@@ -176,10 +173,8 @@ function endWithJson (socket: Socket, statusCode: number, message: string): void
 }
 
 /**
- * Connections whose request was answered before its body had all arrived (a body refused as
- * too large, a 429 given before the body was read): Node goes on reading that body and
- * dropping it, and should the body outlast REQUEST_TIMEOUT_MS, it reports the request as
- * timed out.
+ * Connections whose request was answered before its body had all arrived: Node reads and drops the
+ * rest, and reports the request as timed out should the body outlast REQUEST_TIMEOUT_MS.
  */
 const answeredBeforeBodyEnded = new WeakMap<Socket, IncomingMessage>()
 
@@ -189,9 +184,9 @@ export function noteIfAnsweredBeforeBodyEnded (request: IncomingMessage): void {
 }
 
 /**
- * For Fastify's `clientErrorHandler`, called with the app as `this`: requests Node refuses
- * before Fastify sees them (headers too large, too slow to arrive, an unknown method, not HTTP
- * at all) get the same JSON shape, then the connection is closed.
+ * For Fastify's `clientErrorHandler`: requests Node refuses before Fastify sees them get the same
+ * JSON shape, then the connection is closed fully
+ * (docs/decisions/0013-answers-to-malformed-http.md).
  */
 export function answerClientError (this: FastifyInstance, error: NodeJS.ErrnoException, socket: Socket): void {
   if (error.code === 'ECONNRESET' || socket.destroyed) return
@@ -205,18 +200,14 @@ export function answerClientError (this: FastifyInstance, error: NodeJS.ErrnoExc
   endWithJson(socket, statusCode, message)
 }
 
-/**
- * At info, as the access log: no route saw the request, so no access line tells of it (a proxy
- * speaking TLS or the PROXY protocol to the service would otherwise leave no trace).
- */
+/** At info, as the access log: no route saw the request, so no access line tells of it. */
 function logRefusal (app: FastifyInstance, socket: Socket, statusCode: number, message: string, code?: string): void {
   app.log.info({ client: socket.remoteAddress, statusCode, code, error: message }, 'request refused before it reached a route')
 }
 
 /**
- * Two requests Node's server answers by itself, never passing them to Fastify, get the JSON
- * shape too: an `Expect` other than `100-continue` (Node's answer is a 417 without a body)
- * and `CONNECT`, which no route takes (Node closes the connection without a word).
+ * Two requests Node answers by itself get the JSON shape too: an `Expect` other than
+ * `100-continue`, and `CONNECT`.
  */
 export function answerExpectAndConnect (app: FastifyInstance): void {
   app.server.on('checkExpectation', (request: IncomingMessage, response: ServerResponse) => {

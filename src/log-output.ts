@@ -1,16 +1,7 @@
 /**
- * Standard output for log lines, written as pino writes it by default (sonic-boom, without
- * blocking the event loop), with bounds, so that an output that stops taking lines (a stalled
- * log collector, a pipe nobody drains, a reader gone, a log file's disk full) costs log lines
- * and never the service:
- *
- * - Lines wait in memory for the output to take them, up to MAX_WAITING_BYTES; past that
- *   they are dropped and counted, and the count is logged once the output takes lines again.
- *   pino's own destination keeps every line until the process runs out of memory.
- * - At exit, the lines still waiting are written if the output takes them within
- *   EXIT_FLUSH_MS, else given up; an output that fails is given up at once. pino's own
- *   destination (sonic-boom 4) waits for a stalled reader for ever, and retries any
- *   failure for ever, and the process never exits.
+ * Standard output for log lines, with bounds, so that an output that stops taking lines costs log
+ * lines, never the service: lines past MAX_WAITING_BYTES are dropped and counted, and at exit
+ * waiting lines get EXIT_FLUSH_MS (docs/decisions/0011-log-output.md).
  */
 import type { FastifyBaseLogger } from 'fastify'
 import type { DestinationStream } from 'pino'

@@ -1,10 +1,7 @@
 /**
- * What a route declares beyond its own schema file. Named schemas are registered once with
- * `app.addSchema` (app.ts) and referred to with `refTo`, so that validation, serialization and
- * the document's `components.schemas` share one definition and generated clients get one type
- * for it. Plugins that answer on a route's behalf (auth's 401, the rate limiter's 429, the
- * load shedder's 503) or add a header to every answer (`X-Request-Id`) declare that on each
- * route they serve, from an `onRoute` hook, so that the document cannot disagree with them.
+ * Named schemas, registered once and referred to with `refTo`, and what plugins that answer for a
+ * route (401, 429, 503, `X-Request-Id`) declare on it from an `onRoute` hook, so that the document
+ * cannot disagree with them.
  */
 import type { RouteOptions } from 'fastify'
 import { Type, type Static, type TSchema } from 'typebox'
@@ -17,8 +14,8 @@ export function refTo<T extends TSchema> (schema: T, annotations: Record<string,
 }
 
 /**
- * A response header as the document describes it: sent with every answer it is declared on,
- * unless `required` is false (some of those answers lack it).
+ * A response header as the document describes it: sent with every answer it is declared on, unless
+ * `required` is false.
  */
 export interface HeaderSchema { type: 'string' | 'integer', description: string, required?: false }
 

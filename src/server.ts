@@ -1,9 +1,7 @@
 /**
- * Starts the service: reads the configuration, builds the app, listens, and shuts down
- * gracefully. On SIGTERM it first drains for SHUTDOWN_DRAIN_MS (`/ready` answers 503 so load
- * balancers stop sending, every other request is still answered, with `Connection: close`).
- * Then, or at once on SIGINT (Ctrl-C), it stops accepting connections, lets requests in
- * flight finish (at most 10 s, then it exits 1), closes the database and exits 0.
+ * Starts the service and shuts it down gracefully: on SIGTERM it drains for SHUTDOWN_DRAIN_MS, then
+ * (at once on SIGINT) stops accepting connections, lets requests finish, closes the database and
+ * exits.
  */
 import './supported-node.js'
 import './v8-flags.js'
@@ -27,9 +25,8 @@ function configOrExit (): Config {
 }
 
 /**
- * A person at a terminal gets readable lines, if the dev dependency pino-pretty is installed.
- * It formats in the main thread rather than in a pino transport's worker, so that pino can be
- * bundled (transports load worker files from pino's own folder).
+ * A terminal gets readable lines when pino-pretty is installed, formatted in the main thread, since
+ * pino's transports would load worker files from pino's own folder.
  */
 function prettyLogStream (): DestinationStream | undefined {
   if (process.stdout.isTTY !== true) return undefined

@@ -1,7 +1,6 @@
 /**
- * Stops the process with one line, before anything else runs, when the Node.js running it is
- * older than the lines the service supports (`engines` in package.json): the alternative is
- * a stack trace from deep inside a dependency. Every entry point imports this module first.
+ * Stops the process with one line when its Node is older than `engines` allows, rather than with a
+ * stack trace from deep in a dependency. Every entry point imports it first.
  */
 const NEEDED = 'Node.js 22.13 or later (22, 24 or 26; 26 recommended, see .nvmrc)'
 

@@ -1,10 +1,7 @@
 /**
- * Traces, when the standard OpenTelemetry environment asks for them (OTEL_EXPORTER_OTLP_ENDPOINT
- * or OTEL_EXPORTER_OTLP_TRACES_ENDPOINT; OTEL_SERVICE_NAME names the service): every request a
- * server span (@fastify/otel, Fastify's own instrumentation), continuing an incoming W3C
- * `traceparent`; every database query a child span (`src/db/traced-queries.ts`); and the log
- * lines of a request its trace and span ids. Spans go over OTLP/HTTP in batches. Nothing of
- * this is loaded when the variables are unset.
+ * Traces, when OpenTelemetry's standard variables ask for them: a server span per request
+ * (@fastify/otel), a child span per query, and trace ids on log lines. Nothing of this loads when
+ * they are unset.
  */
 import { setTimeout as sleep } from 'node:timers/promises'
 import { FastifyOtelInstrumentation } from '@fastify/otel'
@@ -27,10 +24,8 @@ export interface Tracing {
 const FLUSH_AT_SHUTDOWN_MS = 2000
 
 /**
- * An exporter that tells the log when its batches cannot be sent (the collector unreachable,
- * or refusing them) and when they can again: one line each, as for a database outage, where
- * OpenTelemetry says nothing at all. Batches that cannot be sent are dropped, as they would
- * be anyway; requests never wait for them.
+ * An exporter that logs one line when its batches cannot be sent and one when they can again, as
+ * for a database outage; OpenTelemetry itself says nothing.
  */
 class ExporterWithOutageLog implements SpanExporter {
   log: FastifyBaseLogger | undefined
@@ -62,9 +57,8 @@ class ExporterWithOutageLog implements SpanExporter {
 }
 
 /**
- * Registers the tracer provider for the whole process (and with it W3C trace context and the
- * async context that carries a request's span into its queries). The exporter reads its
- * endpoint, headers and timeouts from the standard OTEL_EXPORTER_OTLP_* variables.
+ * Registers the tracer provider for the process, with W3C trace context and the async context that
+ * carries a request's span into its queries.
  */
 export function startTracing (serviceName: string): Tracing {
   const exporter = new ExporterWithOutageLog(new OTLPTraceExporter())

@@ -1,9 +1,6 @@
 /**
- * Request validation. Fastify's default Ajv coerces every part of a request and silently
- * drops unknown properties; the contract wants neither for bodies. So path and query values,
- * which always arrive as text, go through a coercing instance (`age=3` becomes 3), while JSON
- * bodies, already typed, go through a strict one (`"name": 123` is an error, not "123").
- * Neither removes additional properties: a schema that forbids them rejects the request.
+ * Request validation: path and query values, which arrive as text, go through a coercing Ajv; JSON
+ * bodies through a strict one, so `"name": 123` is an error. Neither removes additional properties.
  */
 import type { ErrorObject } from 'ajv'
 import type { FastifySchemaCompiler, FastifyServerOptions } from 'fastify'
@@ -20,12 +17,8 @@ export function createValidatorCompiler (namedSchemas: object[]): FastifySchemaC
 }
 
 /**
- * The pattern of a text both databases store exactly as sent: no NUL character, which
- * PostgreSQL cannot store in a text column, and no unpaired surrogate (a `\ud800` escape
- * with no partner, what a client that cuts a string inside an emoji sends), which is no
- * Unicode character: UTF-8, in which both keep text, cannot hold it, and it would come back
- * as U+FFFD. Ajv compiles patterns with the `u` flag, so a surrogate pair is one character
- * here and never matches the range.
+ * Text both databases store exactly as sent: no NUL, which PostgreSQL cannot store, and no unpaired
+ * surrogate, which UTF-8 cannot hold. With Ajv's `u` flag a surrogate pair is one character.
  */
 export const STORABLE_TEXT = '^[^\\u0000\\ud800-\\udfff]*$'
 
@@ -46,9 +39,8 @@ type SchemaErrorFormatter = NonNullable<FastifyServerOptions['schemaErrorFormatt
 const PART: Record<Parameters<SchemaErrorFormatter>[1], ValidationDetail['in']> = { params: 'params', body: 'body', querystring: 'query', headers: 'header' }
 
 /**
- * Turns Ajv's errors into one sentence naming where and what for the first, e.g.
- * `body/email must match format "email"` or `body must NOT have additional property "role"`,
- * and the list of all of them as `details`.
+ * Turns Ajv's errors into one sentence for the first (`body/email must match format "email"`) and
+ * the list of all as `details`.
  */
 export const formatSchemaError: SchemaErrorFormatter = (errors, dataVar) => {
   const described = (errors as ErrorObject[]).map(describe)

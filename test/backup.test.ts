@@ -67,7 +67,7 @@ test('npm run backup refuses with one line, writing nothing: an existing file, a
   const cases: Array<[string, string[], string]> = [
     [`sqlite:${filename}`, [existing], `${existing} already exists, and a backup never overwrites a file`],
     [`sqlite:${join(folder, 'missing.db')}`, [join(folder, 'copy.db')], `cannot open ${join(folder, 'missing.db')}: unable to open database file`],
-    ['postgres://postgres@127.0.0.1:5432/test', [join(folder, 'copy.db')], 'DATABASE_URL is a PostgreSQL database: back it up with pg_dump (README, Backups)'],
+    ['postgres://postgres@127.0.0.1:5432/test', [join(folder, 'copy.db')], 'DATABASE_URL is a PostgreSQL database: back it up with pg_dump (docs/deployment.md, Backups)'],
     ['sqlite::memory:', [join(folder, 'copy.db')], 'DATABASE_URL is an in-memory database: there is no file to back up'],
     [`sqlite:${filename}`, [], 'name the file to write: npm run backup -- <file>'],
     [`sqlite:${filename}`, [join(folder, 'no', 'such', 'folder', 'copy.db')], `${join(folder, 'no', 'such', 'folder')} does not exist`]

@@ -117,7 +117,7 @@ const rawRequest = fc.record({
  * Sends `request` on a connection of its own and resolves with all the bytes that came back
  * once the service closes it (every request asks it to). The connection is not half-closed
  * after the request: Node's server takes a client's FIN for its leaving, and drops what it
- * had yet to answer (README, "Limits and protection").
+ * had yet to answer (docs/limits.md).
  */
 async function exchange (port: number, request: string): Promise<string> {
   const { socket, closed } = await rawConnection(port)

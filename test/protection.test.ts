@@ -48,7 +48,7 @@ test('under overload API routes shed with 503 and Retry-After, health stays up, 
   // Overload as a burst of CPU-bound work makes it: the loop busy 50 ms between turns, so
   // that every 10 ms sample of the second overload protection looks at is about 50 ms late.
   // Not one long freeze: one that begins a few milliseconds before the second closes can go
-  // unrecorded (README, "Overload"), and then nothing is shed; this test failed that way in CI.
+  // unrecorded (docs/limits.md, Overload), and then nothing is shed.
   const busy = (ms: number) => { const until = Date.now() + ms; while (Date.now() < until); }
   const underLoad = async <T>(request: () => Promise<T>): Promise<T> => { busy(50); return await request() }
   const until = Date.now() + 5000

@@ -17,13 +17,14 @@ interface Example { command: string, shown: string[] }
 function examples (markdown: string): Example[] {
   const found: Example[] = []
   for (const block of markdown.matchAll(/```sh\n([\s\S]*?)```/g)) {
-    const lines = block[1].split('\n')
+    const lines = (block[1] ?? '').split('\n')
+    const line = (at: number): string => lines[at] ?? ''
     for (let i = 0; i < lines.length; i++) {
-      if (!lines[i].startsWith('$ ')) continue
-      let command = lines[i].slice(2)
-      while (command.endsWith('\\')) command = command.slice(0, -1) + lines[++i].trim()
+      if (!line(i).startsWith('$ ')) continue
+      let command = line(i).slice(2)
+      while (command.endsWith('\\')) command = command.slice(0, -1) + line(++i).trim()
       const shown: string[] = []
-      while (i + 1 < lines.length && !lines[i + 1].startsWith('$ ') && lines[i + 1] !== '') shown.push(lines[++i])
+      while (i + 1 < lines.length && !line(i + 1).startsWith('$ ') && line(i + 1) !== '') shown.push(line(++i))
       found.push({ command, shown })
     }
   }
@@ -90,6 +91,6 @@ test('the Tokens block of docs/tokens.md works when pasted as is: a 401 without 
   const [code] = await once(shell, 'exit')
   clearTimeout(timer)
   assert.equal(code, 0)
-  const expected = [...block.matchAll(/^# (.*)$/gm)].map((match) => match[1])
+  const expected = [...block.matchAll(/^# (.*)$/gm)].map((match) => match[1] ?? '')
   for (const line of expected) assert.ok(stdout.includes(line), `"${line}" not in:\n${stdout}`)
 })

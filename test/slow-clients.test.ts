@@ -334,7 +334,7 @@ async function listenersOnAnsweredConnection (server: net.Server, port: number):
   return listeners
 }
 
-test('the service adds no listener of its own to each connection, beyond what Node adds: with one on each, hundreds of connections opened together made V8 keep every request\'s objects until a full collection (docs/benchmarks.md)', async (t) => {
+test('each connection carries only the listeners Node adds, so that a burst of connections cannot slow garbage collection for good', async (t) => {
   const { app, port } = await listeningApp(t)
   const bare = http.createServer((_request, response) => { response.end() })
   bare.listen(0, '127.0.0.1')
@@ -345,7 +345,7 @@ test('the service adds no listener of its own to each connection, beyond what No
 })
 
 test('requests pipelined on one connection are answered in order, one at a time; a connection with more than 64 waiting is closed, and memory holds', async (t) => {
-  // A small heap, so that answers piling up would show: before, it ran out, and the process ended.
+  // A small heap, so that answers piling up would run it out and end the process.
   const service = await startService(t, { DATABASE_URL: 'sqlite::memory:' }, undefined, ['--max-old-space-size=96', ...fromSource('server.ts')])
   // 1,000 users with long names: a full page is 220 kB.
   const name = 'n'.repeat(200)
@@ -419,8 +419,7 @@ test('request bodies take at most 64 MB at once: past it a body is refused with 
 })
 
 test('many large bodies at once do not run the heap out: POST /users keeps a body\'s bytes, not its parsed form, while it waits for the database', async (t) => {
-  // A small heap: a megabyte of `[],` parses to 14 MB, and before, 40 of them waiting for a
-  // commit together ran it out, and the process ended.
+  // A small heap: 40 parsed megabytes of `[],` waiting for a commit together would run it out.
   const service = await startService(t, { DATABASE_URL: 'sqlite::memory:' }, undefined, ['--max-old-space-size=96', ...fromSource('server.ts')])
   const body = '{"name":"Ada","email":"ada@example.com","x":[' + '[],'.repeat(340_000) + '[]]}'
   const answers = await Promise.all(Array.from({ length: 40 }, async () => {

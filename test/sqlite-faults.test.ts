@@ -181,7 +181,7 @@ describe('SQLite under faults of the machine', { skip: needsRoot }, () => {
     assert.equal((await postJson(app, '/users', user('Edsger'))).statusCode, 201)
     assert.equal((await app.inject('/ready')).statusCode, 200)
     // A commit already under way when the deadline passed completes on thaw: stored although
-    // answered 503, as with any database across a network (README, Storage).
+    // answered 503, as with any database across a network (docs/storage.md).
     const late = (await names(app)).filter((name: string) => name.startsWith('Frozen')).length
     t.diagnostic(`frozen: ${late} of the 10 writes answered 503 were committed on thaw`)
   })

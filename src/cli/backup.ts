@@ -1,11 +1,7 @@
 /**
- * `npm run backup -- <file>`: copies the configured SQLite database into a new file while the
- * service runs. `VACUUM INTO` reads one snapshot, in one read transaction, so the copy holds
- * every commit before it began and none after, whatever the service writes meanwhile (in WAL
- * mode a reader holds up no writer); copying the file itself could catch it between a commit
- * and its checkpoint. SQLite does not sync what VACUUM INTO writes, so the copy is written
- * beside the target, synced, and only then given the target's name: a file by that name is
- * always a whole backup, even after a crash. PostgreSQL has its own tools.
+ * `npm run backup -- <file>`: copies the SQLite database while the service runs. `VACUUM INTO`
+ * reads one snapshot, and the copy is synced beside the target before it takes its name, so a file
+ * by that name is always a whole backup.
  */
 import '../supported-node.js'
 import { closeSync, existsSync, fsyncSync, linkSync, openSync, rmSync } from 'node:fs'
@@ -25,7 +21,7 @@ function sync (path: string): void {
 /** The database file to copy, and where to, once the request makes sense. */
 function backupOf (target: string | undefined): { source: string, target: string } {
   const { database } = loadConfig(readEnvironment())
-  if (database.dialect !== 'sqlite') throw new Error('DATABASE_URL is a PostgreSQL database: back it up with pg_dump (README, Backups)')
+  if (database.dialect !== 'sqlite') throw new Error('DATABASE_URL is a PostgreSQL database: back it up with pg_dump (docs/deployment.md, Backups)')
   if (database.filename === ':memory:') throw new Error('DATABASE_URL is an in-memory database: there is no file to back up')
   if (target === undefined || target === '') throw new Error('name the file to write: npm run backup -- <file>')
   if (existsSync(target)) throw new Error(`${target} already exists, and a backup never overwrites a file`)

@@ -1,6 +1,6 @@
 /**
- * `npm run token -- --sub <subject> [--expires 1h]`: prints an HS256 token signed with
- * JWT_SECRET, the kind the service accepts when AUTH asks for one.
+ * `npm run token -- --sub <subject> [--expires 1h]`: prints an HS256 token signed with JWT_SECRET,
+ * the kind the service accepts.
  */
 import '../supported-node.js'
 import { parseArgs } from 'node:util'

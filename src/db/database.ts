@@ -1,8 +1,7 @@
 /**
- * Opens the database named by the configuration, as Kysely over a connection of this thread:
- * a PostgreSQL pool, or a SQLite file. `npm run migrate`, the tests and the SQLite worker use
- * it directly; the service reaches its database through `queries.ts`, which keeps SQLite's
- * waits (for the disk, for another process's lock) off the event loop.
+ * Opens the configured database as Kysely over a connection of this thread. `npm run migrate`, the
+ * tests and the SQLite worker use it directly; the service goes through `queries.ts`, which keeps
+ * SQLite's waits off the event loop.
  */
 import { accessSync, constants, mkdirSync } from 'node:fs'
 import { dirname } from 'node:path'
@@ -36,28 +35,21 @@ export interface DatabaseHandle {
 }
 
 /**
- * How long a request may wait for PostgreSQL before it is answered 503: for a connection
- * (when the pool is exhausted or the server unreachable) and for a query's answer (when
- * the network drops packets silently). Our queries take milliseconds; these bound outages.
+ * How long a request may wait for PostgreSQL, for a connection and for a query's answer, before it
+ * is answered 503: our queries take milliseconds, so these bound outages.
  */
 const CONNECT_TIMEOUT_MS = 3000
 const QUERY_TIMEOUT_MS = 5000
 
 /**
- * The server ends a statement of the service's after this long, unless the role sets less: a
- * statement the service has given up on (one waiting for a lock an ALTER TABLE holds, say)
- * would otherwise go on waiting on the server. Its connection is closed at QUERY_TIMEOUT_MS,
- * but PostgreSQL notices only when the statement ends, and each request meanwhile opens
- * another: waiting server processes add up until the lock is released, and a few instances
- * could take every connection the server allows (README, Outages). Ended by the
- * server, a statement fails with PostgreSQL's own error, before the client's timeout, and its
- * connection stays usable.
+ * The server ends a statement after this long unless the role sets less, so that a statement the
+ * service has given up on (waiting on a lock, say) does not go on holding a server process.
  */
 const STATEMENT_TIMEOUT_MS = 4500
 
 /**
- * PostgreSQL as Kysely speaks it, without Kysely's migration lock: migrate.ts takes a lock of
- * its own, and says why Kysely's would do harm.
+ * PostgreSQL as Kysely speaks it, without Kysely's migration lock
+ * (docs/decisions/0003-migration-advisory-lock.md).
  */
 class PostgresWithoutMigrationLock extends PostgresDialect {
   override createAdapter (): PostgresAdapter {
@@ -72,10 +64,8 @@ class PostgresWithoutMigrationLock extends PostgresDialect {
 const READ_ONLY_TRANSACTION = '25006'
 
 /**
- * A connection refused because there are as many as allowed: by PostgreSQL (SQLSTATE 53300:
- * its `max_connections`, or a role's or database's `CONNECTION LIMIT`), or by PgBouncer in
- * front of it (its `max_client_conn`), which says so only in words, under the code of a
- * protocol error.
+ * A connection refused because there are as many as allowed, by PostgreSQL (53300) or by PgBouncer,
+ * which says so only in words.
  */
 function isTooManyConnections (error: unknown): boolean {
   const { code, message } = error as { code?: unknown, message?: unknown }
@@ -86,13 +76,8 @@ function isTooManyConnections (error: unknown): boolean {
 const MORE_CONNECTIONS_EVERY_MS = 1000
 
 /**
- * Lends the pool's connections, at most `size` at once, as the pool would; but while the
- * server or PgBouncer refuses more (other instances hold what it allows: N instances ×
- * DATABASE_POOL_SIZE past its max_connections, say), at most as many as this instance has
- * open. A request then waits for one of those, as for a pool that is full; the pool alone
- * would fail every request that asked it for a new connection. One more connection is asked
- * for every MORE_CONNECTIONS_EVERY_MS, so that the pool grows back as other instances close
- * theirs.
+ * Lends the pool's connections; while the server refuses more, a request waits for one this
+ * instance has, as for a full pool, and one more is asked for every MORE_CONNECTIONS_EVERY_MS.
  */
 function connectionLender (pool: pg.Pool, size: number, refused: (error: Error) => void) {
   let limit = size
@@ -157,16 +142,14 @@ function connectionLender (pool: pg.Pool, size: number, refused: (error: Error) 
 
 export interface DatabaseOptions {
   /**
-   * Told when an idle pooled connection breaks (the database went away); the pool drops it
-   * and opens a new one when needed.
+   * Told when an idle pooled connection breaks; the pool drops it and opens a new one when needed.
    */
   onConnectionError?: (error: Error) => void
   /** Told when the server refuses the pool a connection for having too many: it goes on with those it has. */
   onConnectionRefused?: (error: Error) => void
   /**
-   * PostgreSQL's statements run as long as they need (within the role's own
-   * `statement_timeout`, if it has one): for `npm run migrate`, where one migration may take
-   * minutes on a large table. The service's are bounded, so that a request is answered.
+   * For `npm run migrate`: statements run as long as they need, since one migration may take
+   * minutes.
    */
   unbounded?: boolean
 }
@@ -200,16 +183,9 @@ export async function createDatabase (config: DatabaseConfig, { onConnectionErro
       db: new Kysely<Database>({ dialect: new PostgresWithoutMigrationLock({ pool }) }),
       postgres: {
         /**
-         * A connection whose statement failed other than by the server's own answer (no answer
-         * within QUERY_TIMEOUT_MS, a network error) is closed, not given back to the pool, which
-         * opens a new one when needed. Kysely gives every connection back: one whose far end
-         * vanished without a word (a failover moved the address, a host lost power) would then
-         * fail every statement it was lent for, each after the timeout, for as long as the
-         * kernel takes to give up on it (many minutes), while new connections would work.
-         * So is one whose server refused a write for taking none (a standby, or a session
-         * opened read-only): after a failover, a connection opened to the old address, or
-         * while the cluster's name still gave it, would refuse every write for as long as the
-         * pool kept it busy, while a new one reaches the primary.
+         * A connection whose statement failed without the server's answer (a timeout, a network
+         * error), or that a server refused a write for being read-only, is closed, not given back
+         * (docs/decisions/0002-postgres-pool-closes-broken-connections.md).
          */
         async run (sql, parameters) {
           const client = await connections.connect()
@@ -243,10 +219,8 @@ const WAL_SIZE_LIMIT_BYTES = 16 * 1024 * 1024
 const BUSY_TIMEOUT_MS = 5000
 
 /**
- * Asks for WAL mode. The switch needs the file to itself, and SQLite refuses it at once, without waiting, while another process is
- * opening a new file too (two instances starting together); so it is tried again for as long
- * as SQLite would wait for a lock. Once a file is in WAL mode it stays so, and every later
- * opening finds it there.
+ * Asks for WAL mode, trying again while another process opening a new file at the same moment holds
+ * it: SQLite refuses the switch at once then, without waiting.
  */
 async function switchToWal (database: SQLite.Database): Promise<void> {
   const giveUpAt = performance.now() + BUSY_TIMEOUT_MS
@@ -262,17 +236,9 @@ async function switchToWal (database: SQLite.Database): Promise<void> {
 }
 
 /**
- * Opens a SQLite database with the settings every connection of the service uses: a busy
- * timeout, so that `npm run migrate` and other instances can share the file; WAL, so that
- * readers run beside the writer; and synchronous=FULL, so that a commit returns only once it
- * is on the disk (in WAL mode, before other connections can see it). With `mustExist`, it
- * opens only a file that is there, and never creates one.
- *
- * The WAL is copied into the file and started again every thousand pages or so, except while
- * another connection reads a snapshot older than its end (a backup, a `sqlite3` shell left in
- * a transaction): then it grows with every write meanwhile, and SQLite would keep the file at
- * the largest size it ever reached. journal_size_limit gives that space back when the WAL
- * starts again.
+ * Opens SQLite with the service's settings: a busy timeout, WAL, synchronous=FULL so that a commit
+ * returns once on disk, and a journal_size_limit that gives back what a held read made the WAL
+ * grow.
  */
 export async function openSqliteFile (filename: string, { mustExist = false } = {}): Promise<SQLite.Database> {
   const BetterSqlite3: typeof SQLite = require('better-sqlite3')
@@ -289,10 +255,8 @@ export async function openSqliteFile (filename: string, { mustExist = false } = 
 }
 
 /**
- * Refuses a database this process cannot write, saying why. SQLite would open a file it may
- * not write read-only, without a word, so that a database restored by another user (root,
- * say) would start, answer reads and `/ready`, and refuse every write; and it needs to create
- * files beside the database (its -wal and -shm).
+ * Refuses a database this process cannot write, saying why: SQLite would open it read-only without
+ * a word, and every write would fail.
  */
 function refuseUnwritable (filename: string): void {
   const folder = dirname(filename)
@@ -315,9 +279,8 @@ function writeProblem (path: string): string | undefined {
 }
 
 /**
- * Kysely prepares every query anew, and preparing parses the SQL again; the service runs a
- * handful of parameterised statements, so each is prepared once and reused. (better-sqlite3
- * runs a statement to completion before the next, so sharing one is safe.)
+ * Each statement is prepared once and reused, since preparing parses the SQL again; better-sqlite3
+ * runs one statement to completion before the next.
  */
 function reusingStatements (database: SQLite.Database): SqliteDatabase {
   const statements = new Map<string, ReturnType<SqliteDatabase['prepare']>>()

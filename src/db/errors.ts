@@ -1,9 +1,7 @@
 /**
- * Tells a database that cannot do its work now (unreachable, too busy, out of disk, its file
- * gone) from a query that is wrong. The first is the client's to retry (503); the second is
- * our bug (500). Only errors that come from the database are sorted here, so that the same
- * codes from elsewhere (a client that hangs up mid-upload is an ECONNRESET too) are never
- * taken for an outage.
+ * Tells a database that cannot work now (503, the client's to retry) from a wrong query (500, our
+ * bug). Only errors that come from the database are sorted here, so a client's ECONNRESET is never
+ * an outage.
  */
 const UNREACHABLE_CODES = new Set([
   'ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EHOSTUNREACH', 'ENETUNREACH', 'ENOTFOUND', 'EAI_AGAIN', 'EPIPE',
@@ -16,19 +14,14 @@ const UNREACHABLE_CODES = new Set([
 ])
 
 /**
- * PostgreSQL's SQLSTATEs that say the server cannot do the work now, whatever the query: class
- * 08 the connection failed, 28 it refused the service's login (a role disabled, a password
- * changed while the service runs), 53 it lacks resources (disk, memory, connections), 57 an
- * operator or a limit intervened (shutting down, starting up, a statement_timeout, a
- * cancelled query), 58 the system failed (an I/O error); and 3D000, the database is gone.
+ * PostgreSQL's SQLSTATE classes that mean "not now", whatever the query: 08 connection, 28 login
+ * refused, 53 resources, 57 operator intervention, 58 system error; and 3D000, the database gone.
  */
 const POSTGRES_UNAVAILABLE = /^((08|28|53|57|58)[0-9A-Z]{3}|3D000)$/
 
 /**
- * SQLite, by the prefix of its extended codes: another process holds the lock past the wait
- * (BUSY), the disk is full (FULL), the file cannot be written or opened (READONLY, CANTOPEN,
- * IOERR), or it is no longer a database (CORRUPT, NOTADB); and the service's own finding that
- * the file was deleted or replaced under it (FILE_CHANGED).
+ * SQLite's extended codes that mean "not now": BUSY, FULL, READONLY, CANTOPEN, IOERR, CORRUPT,
+ * NOTADB, and the service's own FILE_CHANGED.
  */
 const SQLITE_UNAVAILABLE = /^SQLITE_(BUSY|LOCKED|FULL|READONLY|CANTOPEN|IOERR|CORRUPT|NOTADB|FILE_CHANGED)/
 
@@ -50,8 +43,8 @@ function isUnavailable (error: Error): boolean {
 }
 
 /**
- * Every id a user can have is taken: PostgreSQL's identity sequence has reached its end
- * (2200H), or SQLite's bound refused the insert (migration 2026-11-25-bound-user-ids).
+ * Every id is taken: PostgreSQL's identity has reached its end (2200H), or SQLite's bound refused
+ * the insert.
  */
 export class UserIdsExhaustedError extends Error {
   override name = 'UserIdsExhaustedError'
@@ -74,8 +67,8 @@ export function classified (error: unknown): unknown {
 }
 
 /**
- * Runs a piece of work against the database; an error that means the database is unavailable
- * comes out as a `DatabaseUnavailableError`, any other as it is.
+ * Runs work against the database; an error meaning it is unavailable comes out as a
+ * `DatabaseUnavailableError`.
  */
 export async function fromDatabase<T> (work: () => Promise<T>): Promise<T> {
   try {
@@ -99,11 +92,9 @@ export interface OutageLogger {
 }
 
 /**
- * One log line when the database becomes unavailable, naming why, and one when it is back,
- * saying how many operations failed meanwhile: an outage under load is two lines, not one a
- * request. Reads and writes are tracked apart (`operations`), since a database may refuse
- * only writes (a full disk, a read-only server): a read that succeeds between two refused
- * writes ends no outage of writes.
+ * One log line as the database becomes unavailable and one as it is back, for reads and writes
+ * apart, since a database may refuse only writes: an outage under load is two lines, not one a
+ * request.
  */
 export function outageLog (log: OutageLogger, operations: 'reads' | 'writes') {
   let failures = 0

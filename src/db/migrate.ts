@@ -1,8 +1,6 @@
 /**
- * Brings the schema to the latest version. Kysely's migrator records what ran. Instances
- * starting together, and `npm run migrate` beside them, migrate once: each runs the whole
- * migrator, from creating its tables to recording what it ran, in one transaction that first
- * takes a lock every other must wait for (`underPostgresLock`, `underSqliteWriteLock`).
+ * Brings the schema to the latest version. Instances starting together migrate once: each runs the
+ * whole migrator in one transaction that first takes a lock the others wait for.
  */
 import { sql, type Kysely } from 'kysely'
 import { DEFAULT_MIGRATION_TABLE, Migrator, type Migration, type MigrationProvider } from 'kysely/migration'
@@ -35,12 +33,9 @@ export interface MigrationOutcome {
 export const NEWER_SCHEMA = 'the database was migrated by a newer version of the service: this version runs on it as it is, without migrating'
 
 /**
- * Brings the schema to the latest version this code knows. A database that a newer version
- * has migrated further (this version was rolled back to, or starts beside newer instances
- * during a rolling update) is left as it is, provided it has every migration this version
- * knows: migrations only add, so the schema of a newer version serves an older one (README,
- * "Storage"). Kysely's migrator would refuse it as corrupted, and the older version could not
- * start.
+ * Leaves a schema a newer version migrated further as it is, if it has every migration this code
+ * knows: migrations only add, so an older version runs on it, where Kysely's migrator would refuse
+ * it.
  */
 export async function migrateToLatest (db: Kysely<any>, dialect: Dialect): Promise<MigrationOutcome> {
   const migrate = async (db: Kysely<any>): Promise<MigrationOutcome> => {
@@ -80,27 +75,15 @@ async function executedMigrations (db: Kysely<any>, dialect: Dialect, schema: st
 export const MIGRATION_LOCK_KEY = 7_431_998_216_553_012n
 
 /**
- * How long a migration waits for a lock held by another process, the advisory lock above
- * included: long enough for another instance's migration to finish, short enough that
- * start-up fails with one line inside Fastify's plugin timeout (10 s, of which connecting may
- * take 3) rather than be cut off mid-wait, and below the pool's query timeout (5 s), so that
- * PostgreSQL ends the wait and the connection is free to roll back.
+ * How long a migration waits for another process's lock: long enough for another instance's
+ * migration, short enough that start-up fails with one line, and below the pool's query timeout.
  */
 const MIGRATION_LOCK_WAIT_MS = 4000
 
 /**
- * Runs the whole migration in one PostgreSQL transaction that first takes a transaction-scoped
- * advisory lock, which ends with the transaction whatever happens, and holds behind a pooler
- * in transaction mode (PgBouncer), where every statement of a transaction runs on the same
- * server connection.
- *
- * Kysely's migrator would take a lock of its own inside that transaction, and the service's
- * PostgreSQL dialect leaves it out (database.ts). Kysely's (since 0.29, kysely-org/kysely#1919)
- * is session-scoped: taking it sets the transaction's lock_timeout to an hour, over the 4 s
- * below; and releasing it, in a transaction a failed migration has aborted, fails, so that
- * the migration's own error was lost (start-up said "current transaction is aborted") and
- * the lock stayed with the connection, behind PgBouncer with the server connection, past the
- * process that took it.
+ * Runs the migration in one PostgreSQL transaction under a transaction-scoped advisory lock, which
+ * holds behind PgBouncer and ends with the transaction
+ * (docs/decisions/0003-migration-advisory-lock.md).
  */
 async function underPostgresLock<T> (db: Kysely<any>, work: (db: Kysely<any>) => Promise<T>): Promise<T> {
   return await db.transaction().execute(async (transaction) => {
@@ -119,11 +102,8 @@ async function underPostgresLock<T> (db: Kysely<any>, work: (db: Kysely<any>) =>
 }
 
 /**
- * Runs the whole migration, from reading what has run to recording what it ran, in one
- * SQLite transaction that holds the database's write lock from its start (BEGIN IMMEDIATE).
- * Another process migrating the same file (a second instance, `npm run migrate`) waits for
- * that lock (busy_timeout), then reads the schema as the first left it: up to date. A
- * migration that fails is rolled back whole.
+ * Runs the migration in one SQLite transaction that holds the write lock from its start (BEGIN
+ * IMMEDIATE): another process waits, then finds the schema up to date; a failure rolls back whole.
  */
 async function underSqliteWriteLock<T> (db: Kysely<any>, work: (db: Kysely<any>) => Promise<T>): Promise<T> {
   return await db.connection().execute(async (connection) => {
@@ -142,9 +122,8 @@ async function underSqliteWriteLock<T> (db: Kysely<any>, work: (db: Kysely<any>)
 }
 
 /**
- * On PostgreSQL, the schema the service works in (the first of `search_path`). Kysely would
- * otherwise take another schema's migration table for its own, so that two services sharing
- * a database, each in its own schema, could not both migrate.
+ * On PostgreSQL, the schema the service works in, so that Kysely never takes another schema's
+ * migration table for its own.
  */
 async function currentSchema (db: Kysely<any>, dialect: Dialect): Promise<string | undefined> {
   if (dialect !== 'postgres') return undefined

@@ -1,10 +1,7 @@
 /**
- * Where the service's queries run. Repositories build their queries with `db` (Kysely) and
- * hand them, compiled, to `read` or `write`; how and where they run is this module's
- * business, the same for every repository: on PostgreSQL, through the connection pool; on
- * SQLite, on a worker thread (`sqlite-queries.ts`). Either way a write resolves only once it
- * is committed to the disk, and a failure that means "the database cannot do its work now"
- * comes out as a `DatabaseUnavailableError`, logged once per outage, not once per request.
+ * Where queries run: repositories build them with Kysely and hand them, compiled, to `read` or
+ * `write`; on PostgreSQL they go through the pool, on SQLite to a worker thread. A write resolves
+ * once committed to disk.
  */
 import type { CompiledQuery, Kysely } from 'kysely'
 import type { DatabaseConfig } from '../config.js'
@@ -44,10 +41,8 @@ const IDLE_SESSION_TIMEOUT = '57P05'
 const CONNECTION_LOSSES_LOG_MS = 1000
 
 /**
- * The pool's idle connections that the server closed, said in one line a second at most: a
- * server that restarts or fails over ends every connection at once, one line each before. The
- * first error says why. The server closing connections left idle past its idle_session_timeout
- * is its policy, not a fault: that line is `info`.
+ * Idle connections the server closed, in one line a second at most, so that a restart is one line;
+ * closings by idle_session_timeout are policy, logged at `info`.
  */
 function connectionLossesLog (log: OutageLogger): (error: Error) => void {
   let first: Error | undefined
@@ -69,9 +64,8 @@ function connectionLossesLog (log: OutageLogger): (error: Error) => void {
 const CONNECTION_REFUSALS_LOG_MS = 60_000
 
 /**
- * The server's refusals of more connections, in one line a minute at most while they go on
- * (under load, the pool asks for one more every second), written a second after the first,
- * once the connections being opened with it have opened or failed, to say how many there are.
+ * The server's refusals of more connections, in one line a minute at most, written once the
+ * connections being opened have settled, to say how many there are.
  */
 function connectionRefusalsLog (log: OutageLogger, openConnections: () => number): (error: Error) => void {
   let loggedAt: number | undefined
@@ -116,10 +110,7 @@ async function openPostgresQueries (config: DatabaseConfig, log: OutageLogger): 
   }
 }
 
-/**
- * One log line as an outage starts and one as it ends, whichever database: for reads
- * (readiness included) and for writes apart, since a database may refuse only writes.
- */
+/** One log line as an outage starts and one as it ends, for reads and for writes apart. */
 function withOutageLog (runner: QueryRunner, log: OutageLogger): QueryRunner {
   const reads = outageLog(log, 'reads')
   const writes = outageLog(log, 'writes')

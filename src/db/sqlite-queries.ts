@@ -1,11 +1,7 @@
 /**
- * SQLite, run on a worker thread (`sqlite-worker.ts`) so that the event loop never waits for
- * the disk or for another process's lock. What arrives in one turn of the event loop goes to
- * the worker together: the reads as one batch, run in one snapshot, and the writes as another,
- * committed together, so that one sync of the disk serves them all. Every batch has a
- * deadline: a caller waits at most that long and then hears that the database is unavailable,
- * and the worker starts nothing whose deadline has passed. Should the worker stop, the file
- * is opened again on a new one when next needed.
+ * SQLite on a worker thread, with what arrives in one turn sent as one batch and every batch under
+ * a deadline (docs/decisions/0001-sqlite-on-a-worker-thread.md). A worker that stops is replaced
+ * when next needed.
  */
 import { once } from 'node:events'
 import { stat } from 'node:fs/promises'
@@ -21,9 +17,8 @@ const QUERY_TIMEOUT_MS = 5000
 const CHECK_TIMEOUT_MS = 1000
 
 /**
- * The most reads one batch carries. A batch's answers are in memory all at once, in the
- * worker and then in the main thread: unbounded, a burst of requests for full pages (1,000
- * users each) went as one batch, and its answer ran the worker or the process out of heap.
+ * The most reads one batch carries: a batch's answers are all in memory at once, so a burst of full
+ * pages must not go as one.
  */
 const MAX_BATCH_READS = 64
 
@@ -78,10 +73,8 @@ const describeStop = (error: Error): ErrorDescription =>
   ({ code: 'SQLITE_CANTOPEN', message: `the SQLite worker stopped: ${error.message}` })
 
 /**
- * Starts a worker on the file and waits until it has opened and migrated it. `reopening`
- * asks it to open only a file that is there, so that a database deleted under the service is
- * never replaced by an empty one of its own. `stopped` hears it, should the worker stop
- * other than by `close`.
+ * Starts a worker and waits until it has opened and migrated the file. `reopening` opens only a
+ * file that is there, so that a deleted database is never replaced by an empty one.
  */
 async function startWorker (filename: string, reopening: boolean, stopped: (error: Error) => void): Promise<WorkerThread> {
   const worker = new Worker(new URL('./sqlite-worker.js', import.meta.url), { name: 'sqlite', workerData: { filename, reopening } })
@@ -136,18 +129,13 @@ async function startWorker (filename: string, reopening: boolean, stopped: (erro
   }
 }
 
-/**
- * A WAL this large has not been copied into the database for a while: SQLite copies it only up
- * to what the oldest open read still needs, and between checkpoints it stays near 4 MB.
- */
+/** A WAL this large has not been checkpointed for a while: some open read still needs it. */
 const WAL_HELD_BACK_BYTES = 64 * 1024 * 1024
 const WAL_CHECK_INTERVAL_MS = 1000
 
 /**
- * One warning as the WAL grows past WAL_HELD_BACK_BYTES, one line as it is back under: a read
- * held open by another process (a backup, a `sqlite3` shell left in a transaction) keeps the
- * WAL growing with every write until it ends, or until the disk is full. The size is read off
- * the event loop, and never twice at once, so a frozen disk costs no more than one wait.
+ * One warning as the WAL grows past WAL_HELD_BACK_BYTES and one line as it is back under, so that a
+ * read held open by mistake is found before the disk fills. The size is read off the event loop.
  */
 function watchWalSize (filename: string, log: OutageLogger): () => void {
   let warned = false
@@ -176,9 +164,8 @@ export const monotonicMs = (): number => Number(process.hrtime.bigint() / 1_000_
 
 export async function openSqliteQueries (filename: string, log: OutageLogger): Promise<QueryRunner> {
   /**
-   * Should the worker stop (out of heap, say), what it was asked answers 503 at once, and the
-   * next request opens the file again on a new worker, as a lost PostgreSQL connection is
-   * reopened when needed. An in-memory database went with its worker and stays unavailable.
+   * Should the worker stop, what it was asked answers 503 at once, and the next request opens the
+   * file on a new worker. An in-memory database goes with its worker.
    */
   const workerStopped = (error: Error) => {
     worker = undefined
@@ -258,12 +245,8 @@ export async function openSqliteQueries (filename: string, log: OutageLogger): P
   }
 
   /**
-   * Gathers queries into batches: what arrives in one turn of the event loop goes together,
-   * and while a batch is with the worker, what arrives meanwhile waits to go as the next one.
-   * So under load a write batch holds everything that came during the previous commit's sync
-   * of the disk, and each sync serves as many writes as there are to serve. Reads go at most
-   * `MAX_BATCH_READS` at a time (a pair asked for together is never split), the rest in the
-   * batches after.
+   * Gathers queries into batches: what arrives in one turn goes together, and what arrives while a
+   * batch is with the worker goes next, so each sync of the disk serves every write waiting for it.
    */
   function batched (kind: 'read' | 'write') {
     const pending: Pending[] = []

@@ -1,9 +1,6 @@
 /**
- * The SQLite connection of the service, on a worker thread of its own, so that whatever
- * SQLite waits for (the disk's sync, a frozen filesystem, another process's write lock)
- * holds up this thread and never the event loop. It opens and migrates the file, then runs
- * the batches `sqlite-queries.ts` sends, one at a time, each in a transaction of its own
- * that begins and ends inside one message: no transaction is ever left open between two.
+ * The service's SQLite connection, on a thread of its own so that its waits never hold up the event
+ * loop. Each batch runs in a transaction that begins and ends inside one message.
  */
 import { statSync, type Stats } from 'node:fs'
 import { parentPort, workerData } from 'node:worker_threads'
@@ -68,12 +65,8 @@ function main (database: SQLite.Database, opened: Array<[string, FileIdentity]>)
   }
 
   /**
-   * Writes share one commit, and so one sync of the disk. A statement the database refuses
-   * (a constraint, a trigger's abort) fails alone: SQLite undoes a failed statement and keeps
-   * the transaction. Should SQLite have rolled the whole transaction back instead, as it may
-   * on a full disk or an I/O error, the whole batch fails, for nothing of it was written. The
-   * write lock is waited for only as long as the batch's callers still wait, and once it is
-   * had too late, nothing is written.
+   * Writes share one commit, and so one sync. A refused statement fails alone, as SQLite undoes
+   * just that statement; if SQLite rolled the whole transaction back, the whole batch fails.
    */
   function write (batch: Batch): Outcome[] | 'expired' {
     checkFiles(opened)

@@ -1,7 +1,6 @@
 /**
- * A child span for every query, in the trace of the request that runs it (when tracing is
- * on, `src/tracing.ts`): its SQL (with placeholders, never values), the database, and whether
- * it failed.
+ * A child span for every query, in its request's trace: the SQL with placeholders, never values,
+ * and whether it failed.
  */
 import { SpanKind, SpanStatusCode, trace } from '@opentelemetry/api'
 import type { CompiledQuery } from 'kysely'

@@ -32,9 +32,8 @@ export interface UserRepository {
   /** Stores a user; resolves once it is committed to the disk, with its new id. */
   create (user: NewUser): Promise<number>
   /**
-   * Stores a user unless one was stored with the same key (and not forgotten): then answers
-   * with that user's id if the request was the same, or says it differed. The user and its key
-   * are committed together, so no crash can leave one without the other.
+   * Stores a user unless one holds the same key; then answers that user's id, or says the request
+   * differed. User and key are committed together.
    */
   createOnce (user: NewUser, idempotency: IdempotencyKey): Promise<CreateOnceOutcome>
   /** Forgets the keys of users created before `keptSince`. */
@@ -60,10 +59,8 @@ export function createUserRepository ({ db, read, readTogether, write }: QueryRu
     await write(forgetKeysBefore(db, keptSince))
   }
 
-  // The queries of lookups, pages and inserts without a key, compiled once: Kysely builds and
-  // compiles a query anew on every call, a share of each request's CPU worth saving on the
-  // most frequent ones. Each run gives its own values, in the order of the placeholders, as
-  // named below.
+  // The most frequent queries, compiled once and run with their own values in placeholder order
+  // (docs/decisions/0020-queries-compiled-once.md).
   /** name, email */
   const insertUser = db.insertInto('users').values({ name: '', email: '' }).returning('id').compile()
   /** id */
@@ -81,10 +78,8 @@ export function createUserRepository ({ db, read, readTogether, write }: QueryRu
     },
 
     async createOnce ({ name, email }, { key, fingerprint, keptSince }) {
-      // Inserts only while no user holds the key, and so takes an id only then: PostgreSQL's
-      // identity hands one out for every row an INSERT tries, kept or refused, so an insert
-      // left to fail on the unique key would spend an id on every retry of a stored request.
-      // The unique key still settles two requests that try at the same moment.
+      // Inserts only while no user holds the key, so that PostgreSQL spends no id on a retry; the
+      // unique key still settles two requests at the same moment.
       const insert = async (): Promise<CreateOnceOutcome | undefined> => {
         try {
           const [row] = await write(db.insertInto('users')

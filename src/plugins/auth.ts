@@ -1,12 +1,7 @@
 /**
- * Tokens (seed §5): HS256 JWTs signed with the one shared secret, carrying `sub` and `exp`.
- *
- * `auth` registers the signer and verifier for the whole app. `requireTokens` goes inside the
- * API's context and, as each route is declared, decides from `AUTH` whether it needs a token:
- * none (`off`), every POST (`writes`) or every route (`all`). A protected route gets both its
- * `preHandler` check and its OpenAPI security from that one decision, so documentation and
- * enforcement cannot disagree; docs, static files and health live outside that context and
- * stay public in every mode.
+ * Tokens (seed §5): HS256 JWTs with `sub` and `exp`. `requireTokens` decides from `AUTH`, as each
+ * route is declared, whether it needs one, and gives it both the check and its OpenAPI security, so
+ * the two cannot disagree.
  */
 import jwt from '@fastify/jwt'
 import type { FastifyInstance, FastifyRequest, RouteOptions } from 'fastify'
@@ -26,10 +21,8 @@ declare module '@fastify/jwt' {
 export const SECURITY_SCHEME = 'bearerAuth'
 
 /**
- * How far the clock of the machine that minted a token may be from ours (RFC 7519 §4.1.4:
- * "some small leeway… to account for clock skew"): a token is taken from a minute before its
- * `nbf` to a minute after its `exp`. Without it, a token minted on a machine whose clock is a
- * second ahead, with `nbf`, was refused by every instance whose clock was behind.
+ * How far the minting machine's clock may be from ours (RFC 7519 §4.1.4, "some small leeway"), so
+ * that a token minted a second ahead is not refused for its `nbf`.
  */
 const CLOCK_SKEW_MS = 60_000
 

@@ -1,12 +1,6 @@
 /**
- * Conditional reads (RFC 9110, section 13): a 200 carries a strong `ETag`, and a GET whose
- * `If-None-Match` names it is answered `304 Not Modified` with no body. Used as the `onSend`
- * hook of the routes that read users.
- *
- * The tag is a hash of what the answer says: its body and its `X-Total-Count`, since a new
- * user changes the count of every page, not only the body of the last. (@fastify/etag hashes
- * the body alone, and compares `If-None-Match` as one tag, where a client may send several,
- * or `*`.)
+ * Conditional reads (RFC 9110 §13): a strong `ETag` on each 200, hashed from the body and
+ * `X-Total-Count`, and 304 for a matching `If-None-Match` (docs/decisions/0006-conditional-get.md).
  */
 import { hash } from 'node:crypto'
 import type { onSendHookHandler } from 'fastify'
@@ -31,10 +25,8 @@ export const conditionalGet: onSendHookHandler<unknown> = (request, reply, paylo
   reply.header('etag', tag)
   const ifNoneMatch = request.headers['if-none-match']
   if (ifNoneMatch !== undefined && namesTag(ifNoneMatch, tag)) {
-    // No body, so no Content-Type, and no Content-Length that Fastify would count as 0 (a 304
-    // may only give the length the 200 would have had). A HEAD keeps the payload: Fastify's
-    // HEAD route then gives its length, as its 200 does, and drops it (and a null payload
-    // would make it throw: fastify/fastify#6978).
+    // No body and no Content-Type; a HEAD keeps the payload, so that Fastify's HEAD route gives the
+    // 200's length and does not throw on a null one (fastify/fastify#6978).
     reply.code(304).removeHeader('content-type')
     done(null, request.method === 'HEAD' ? payload : null)
     return

@@ -1,15 +1,7 @@
 /**
- * At most MAX_CONNECTIONS connections at once (README, "Descriptors"); past it, Node closes
- * each new connection as it arrives. That is said once as it begins (at `warn`, with the limit)
- * and once as it ends (at `info`, with how many were refused meanwhile), like a database
- * outage, and counted for `/metrics`: otherwise clients would be refused without a word.
- *
- * Once the last connection the limit allows is taken, the kept-alive connections waiting for
- * their next request are closed, as nginx does when it runs out of connections: otherwise
- * clients that merely keep connections open would lock every new one out (a health check's
- * too) until their keep-alive timeout. A client may find a kept-alive connection closed at
- * any time, and opens another. (Node's `closeIdleConnections()` is not used: on Node 26 it
- * also closes connections that have not yet sent their first request, the new one among them.)
+ * At most MAX_CONNECTIONS connections at once; at the limit, kept-alive connections waiting for a
+ * request are closed to make room. Refusals are logged as they begin and end, and counted
+ * (docs/decisions/0008-connection-limit.md).
  */
 import type { Socket } from 'node:net'
 import type { FastifyInstance } from 'fastify'
@@ -37,13 +29,9 @@ async function connectionLimit (app: FastifyInstance, { maxConnections }: { maxC
   })
 
   /**
-   * For each connection that has sent a request, its requests not yet answered, in the order
-   * of their first requests. Closed connections are forgotten once a second rather than by a
-   * 'close' listener on each: such a listener, added to hundreds of connections opened
-   * together, made V8 allocate every request's lists of event listeners in the old generation
-   * (allocation-site pretenuring), where they kept each request's objects alive through young
-   * collections until a full one (docs/benchmarks.md, "Before and after: no listener on each
-   * connection").
+   * For each connection that has sent a request, its requests not yet answered, oldest first.
+   * Closed connections are forgotten once a second: a 'close' listener on each would make V8
+   * pretenure every request's listener lists.
    */
   const unanswered = new Map<Socket, number>()
   app.addHook('onRequest', (request, _reply, done) => {

@@ -1,8 +1,6 @@
 /**
- * Cross-origin access (seed §4.9), with @fastify/cors: the requesting origin is reflected
- * (or, with CORS_ORIGIN, allowed from a list), `Vary: Origin` is on every answer, errors
- * included, and browsers may read the headers a client needs. Every OPTIONS request is
- * answered as a preflight, 204, so no OPTIONS ever gets a plain-text error or a 404.
+ * Cross-origin access (seed §4.9) with @fastify/cors: the origin is reflected or checked against
+ * CORS_ORIGIN, `Vary: Origin` is on every answer, and every OPTIONS is answered as a preflight.
  */
 import fastifyCors from '@fastify/cors'
 import type { FastifyInstance } from 'fastify'

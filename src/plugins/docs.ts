@@ -1,9 +1,6 @@
 /**
- * The generated API description (seed §4.7): OpenAPI 3.1 at `/documentation/json`, built from
- * the same TypeBox schemas that validate and serialize, and Swagger UI at `/documentation`,
- * whose assets ship inside `@fastify/swagger-ui` (no CDN, no external validator).
- * The document is registered before the routes, so that it sees each one as it is added; the
- * page is registered with the other pages (app.ts).
+ * The API document (seed §4.7), built from the route schemas, and Swagger UI from its own package.
+ * The document is registered before the routes, so that it sees each one as it is added.
  */
 import swagger, { type SwaggerTransform, type SwaggerTransformObject } from '@fastify/swagger'
 import swaggerUi from '@fastify/swagger-ui'
@@ -16,9 +13,8 @@ import { REQUEST_ID_HEADER } from './request-hooks.js'
 import { SECURITY_SCHEME } from './auth.js'
 
 /**
- * A query parameter with a default may be left out by the client. The schema lists it as
- * required, since after validation it is always there (Ajv fills the default in first), which
- * keeps the handler's type exact; the published document says what a client must send.
+ * A query parameter with a default is required in the schema, since Ajv fills it in first, but
+ * optional in the published document: a client may leave it out.
  */
 function optionalWhenDefaulted (schema: FastifySchema): FastifySchema {
   const querystring = schema.querystring as { properties?: Record<string, { default?: unknown }>, required?: string[] } | undefined
@@ -30,10 +26,7 @@ function optionalWhenDefaulted (schema: FastifySchema): FastifySchema {
 
 const internalError = errorResponse('Unexpected failure; details are in the server log, under the request id.')
 
-/**
- * What every operation answers besides its own responses: a 500 for an unexpected failure,
- * and the request id on every answer (request-hooks.ts).
- */
+/** What every operation answers besides its own: a 500, and the request id on every answer. */
 function everyAnswer (schema: FastifySchema): FastifySchema {
   return { ...schema, response: withHeaders({ 500: internalError, ...(schema.response as Responses) }, { 'X-Request-Id': REQUEST_ID_HEADER }) }
 }
@@ -42,8 +35,8 @@ const transform: SwaggerTransform = ({ schema, url }) =>
   ({ schema: schema.response === undefined ? schema : everyAnswer(optionalWhenDefaulted(schema)), url })
 
 /**
- * @fastify/swagger copies a response header's declaration into its `schema`; whether the
- * header is always sent (`HeaderSchema.required`) belongs to the header object instead.
+ * @fastify/swagger copies a header's declaration into its `schema`; whether it is always sent
+ * belongs to the header object.
  */
 const headersRequired: SwaggerTransformObject = (document) => {
   if (!('openapiObject' in document)) return document.swaggerObject

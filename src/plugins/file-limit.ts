@@ -1,18 +1,6 @@
 /**
- * At most MAX_FILES_SENT files being sent at once, in the scope that serves pages (the docs
- * page's assets, static files); past it a page answers 503 with Retry-After at once.
- *
- * A file being sent holds one of the process's open files until the client has read it all.
- * Without a bound, clients that ask for a large file (the docs page's script is 1.7 MB) and
- * read it slowly take every descriptor the process has, a connection and a file each (a
- * connection's pipelined requests are handled in turn, pipelining.ts): then the database's
- * connections and every other file fail.
- * The bound fits in the descriptors that MAX_CONNECTIONS keeps for everything but
- * connections (config.ts).
- *
- * A request holds its place from its first hook until the file it sent is closed (read to
- * its end, or abandoned with its connection) or its answer is done, whichever comes first:
- * a small file is closed once read, while a client that reads slowly still holds its answer.
+ * At most MAX_FILES_SENT files being sent at once, since each holds a descriptor until its client
+ * has read it all; past it a page answers 503 (docs/decisions/0010-files-sent-at-once.md).
  */
 import { Readable } from 'node:stream'
 import type { FastifyInstance } from 'fastify'

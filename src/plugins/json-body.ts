@@ -1,33 +1,7 @@
 /**
- * Request bodies, for every route: JSON or nothing; read into memory within BODY_LIMIT, and
- * within MAX_BODY_BYTES for all the bodies held at once; kept as the bytes that arrived
- * (`request.bodyBytes`) besides being parsed, so that POST /users answers with exactly those:
- * serialising the parsed body again would move integer-like keys to the front, turn 1e400
- * into null, and could fail after the user was stored.
- *
- * A body is held from its first byte until its answer is done. Without a bound on them all,
- * clients that each send a body up to BODY_LIMIT and hold back its last byte, or send large
- * bodies faster than the database takes them, fill the process's memory until the kernel
- * ends it. The bound counts the bytes that have arrived, not those a `Content-Length`
- * announces, so that holding it takes sending them. A body that would go past it is
- * answered 503 with Retry-After.
- *
- * A body refused here fails its request just before validation, not in the parser: Fastify
- * closes the connection of a request whose parser fails, and a client that sends its whole
- * body before it reads (Python's http.client, Java's HttpURLConnection, Node's http.request)
- * then finds the connection reset, and never sees the answer. Kept open, the connection goes
- * on reading the rest of the body and dropping it, as it does for any route that answers
- * before reading the body (within REQUEST_TIMEOUT_MS), and the client reads its answer.
- *
- * A client that sends `Expect: 100-continue` waits for `100 Continue` before it sends its body.
- * It is sent here, when the body is about to be read, rather than by Node as soon as the
- * headers arrive: a request answered before (a `Content-Length` over BODY_LIMIT, an unknown
- * route, a rate limit) then costs the client no upload. Node closes the connection after
- * such an answer, since the client may send the body or not.
- *
- * The body is read here rather than by Fastify's own reader (`parseAs`) so that it is counted
- * as it arrives without a stream between the two, which cost the POST routes a clear share of
- * their requests a second (docs/benchmarks.md).
+ * JSON bodies, read within BODY_LIMIT and MAX_BODY_BYTES for all held at once, counted as they
+ * arrive, kept as sent for the echo, then parsed (docs/decisions/0007-json-body-parser.md). A
+ * refusal fails the request after parsing, so the connection stays open.
  */
 import { isUtf8 } from 'node:buffer'
 import type { IncomingMessage, ServerResponse } from 'node:http'
@@ -59,9 +33,8 @@ const FORBIDDEN_KEY = 'Body has a "__proto__" key, or a "constructor" key holdin
 const UNSUPPORTED_ENCODING = 'Unsupported Media Type: send the body uncompressed, without Content-Encoding'
 
 /**
- * Bodies are read as sent, never decompressed: a body with a content coding (gzip, br…) would
- * otherwise be refused as "not UTF-8", or, when its bytes happen to be plain JSON, stored
- * while its header says it is something else (RFC 9110 §8.4).
+ * Bodies are never decompressed: one with a content coding is refused rather than read as something
+ * its header says it is not (RFC 9110 §8.4).
  */
 const isIdentity = (contentEncoding: string | undefined): boolean =>
   contentEncoding === undefined || ['', 'identity'].includes(contentEncoding.trim().toLowerCase())

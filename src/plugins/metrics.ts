@@ -1,9 +1,6 @@
 /**
- * Prometheus metrics: requests by method, route pattern and status, a latency histogram by
- * method and route pattern, the client library's process and event-loop metrics, the
- * PostgreSQL pool's connections, the connections refused over MAX_CONNECTIONS, and the log
- * lines standard output did not take. Labels use
- * the route pattern (`/users/:id`), never the raw URL, so ids cannot multiply the series.
+ * Prometheus metrics (docs/decisions/0012-metrics-client-directly.md), labelled by route pattern,
+ * never the raw URL, so that ids cannot multiply the series.
  */
 import type { FastifyInstance } from 'fastify'
 import fp from 'fastify-plugin'

@@ -1,13 +1,7 @@
 /**
- * Load shedding for the API routes: when the event loop lags or the heap grows past its
- * limit, a request is answered 503 with Retry-After at once, instead of queueing behind
- * work the process cannot finish. Health, readiness, docs and static files stay outside,
- * so an orchestrator does not restart a process that is merely busy.
- *
- * Written here rather than taken from @fastify/under-pressure, whose sampler reads the
- * resident memory from /proc every second, a limit set on it or not, and throws from its
- * timer when no file can be opened: a full file table ended the process (README, "Overload").
- * Both figures here come from V8 and Node's delay monitor, which open nothing.
+ * Load shedding for the API routes: past the event-loop delay or heap limit, 503 at once. Both
+ * figures come from V8 and Node's delay monitor, which open no file
+ * (docs/decisions/0005-overload-sampler.md).
  */
 import { monitorEventLoopDelay } from 'node:perf_hooks'
 import { getHeapStatistics } from 'node:v8'

@@ -1,19 +1,7 @@
 /**
- * Requests pipelined on one connection (sent before the answers to the earlier ones have
- * been read) are handled one at a time, in the order they came, as nginx handles them; a
- * connection with more than MAX_WAITING requests waiting behind the one being handled is
- * closed.
- *
- * Node's HTTP server hands the app every request it parses at once, so without this one
- * connection could have thousands of requests handled together, each holding its answer in
- * memory until the client read the ones before it: a few kilobytes of requests for full
- * pages ran a small container out of memory. Answers go out in order anyway, so handling a
- * connection's requests one at a time costs a pipelining client no answer, only work done
- * side by side. Each request holds its place until its answer is done (written, or its
- * connection gone).
- *
- * The first hook of every request but the connection limit's count, so that a request that
- * waits has nothing else begun.
+ * Pipelined requests are handled one at a time, in order, and a connection with more than
+ * MAX_WAITING waiting is closed (docs/decisions/0009-pipelining-in-order.md). The first hook after
+ * the connection count.
  */
 import type { Socket } from 'node:net'
 import type { FastifyInstance, FastifyReply } from 'fastify'

@@ -1,12 +1,6 @@
 /**
- * Rate limiting for the API routes, per client address, when RATE_LIMIT_MAX is set. Answers
- * 429 with Retry-After and the IETF draft's RateLimit-* headers, which every answer the
- * limiter saw carries too (a request shed for overload is answered before it).
- *
- * With REDIS_URL the counters live in Redis, so that instances share one budget per client.
- * A limiter must never be why a request fails: while Redis cannot answer, requests are served
- * without limiting (one warning as it goes, one line as it is back), and commands fail fast
- * instead of queueing, so that no request waits for a Redis that is gone.
+ * Rate limiting per client address when RATE_LIMIT_MAX is set, shared through Redis with REDIS_URL.
+ * A limiter must never be why a request fails: while Redis cannot answer, requests go unlimited.
  */
 import { once } from 'node:events'
 import rateLimit from '@fastify/rate-limit'
@@ -30,9 +24,8 @@ const NAMESPACE = 'user-records-rate-limit:'
 const WATCHDOG_KEY = `${NAMESPACE}watchdog`
 
 /**
- * Redis for the counters, failing fast while it is unreachable, reconnecting by itself. Start-up
- * waits for the first connection for as long as one attempt may take, not longer: a service
- * whose Redis is down starts all the same, unlimited until Redis is back.
+ * Redis for the counters, failing fast while unreachable. Start-up waits for one connection attempt
+ * at most, so a service whose Redis is down starts, unlimited.
  */
 async function sharedCounters (app: FastifyInstance, url: string): Promise<Redis> {
   // Loaded only here, so that a service without REDIS_URL never loads the client's modules.
@@ -54,13 +47,8 @@ async function sharedCounters (app: FastifyInstance, url: string): Promise<Redis
     app.log.warn({ err: error }, message)
   }
   redis.on('error', (error: Error) => { down(error, 'Redis unavailable: requests are served without rate limiting until it is back') })
-  // Each second a key is written, as the limiter writes its counts, and limiting is "back"
-  // once one is. A connection whose far end vanished without a word (Redis failed over, its
-  // host lost, the process hung) stays open, and every count on it would wait out its timeout,
-  // each request with it, until the kernel gave up on it many minutes on; a Redis that takes no
-  // writes (the old primary, a replica once a failover has moved the primary) refuses every
-  // count, which the limiter skips without a word. Either way the connection is replaced, and
-  // reconnecting reaches whatever server the URL names by then.
+  // A key written each second tells a connection that stopped answering or a Redis that takes no
+  // writes; either way the connection is replaced (docs/decisions/0019-redis-watchdog.md).
   let closing = false
   const watchdog = setInterval(() => {
     if (redis.status !== 'ready') return

@@ -1,11 +1,7 @@
 /**
- * The request-lifecycle hooks of seed §6. `onRequest` hands the request id back to the client,
- * refuses an HTTP/1.1 request without a Host header and, while the service drains before a
- * shutdown, asks the client to close the connection;
- * `onResponse` writes the one access-log line per request (for a request whose client left
- * before it was answered, the response's `close` writes it instead) and, while the app is
- * closing, releases the connection it just answered on. (`preHandler` belongs to auth.ts.)
- * Callback-style hooks: they run on every request, and skip a promise each.
+ * The request hooks of seed §6: `onRequest` sends the request id back, refuses HTTP/1.1 without
+ * Host and, while draining, asks for the connection to close; `onResponse` writes the access-log
+ * line.
  */
 import { randomUUID } from 'node:crypto'
 import type { IncomingMessage } from 'node:http'
@@ -19,9 +15,8 @@ declare module 'fastify' {
     /** Whether the service is draining before it shuts down (server.ts, on SIGTERM). */
     readonly draining: boolean
     /**
-     * From now on `/ready` answers 503, so that load balancers stop sending new requests, and
-     * every answer carries `Connection: close`, so that clients on kept-alive connections open
-     * their next one elsewhere; every other route goes on answering.
+     * From now on `/ready` answers 503 and every answer carries `Connection: close`, so that
+     * traffic moves elsewhere while requests are still answered.
      */
     startDraining: () => void
   }
@@ -34,10 +29,7 @@ export const REQUEST_ID_HEADER: HeaderSchema = {
   description: 'The request\'s id, in the log lines about it: the caller\'s own `X-Request-Id` when it is 1 to 128 of `A-Za-z0-9._-`, else a new UUID.'
 }
 
-/**
- * Uses the caller's `X-Request-Id` so one id follows a request across services, unless it
- * could forge or flood log lines; then a fresh one is made.
- */
+/** Uses the caller's `X-Request-Id`, unless it could forge or flood log lines; then a fresh one. */
 export function requestIdFrom (request: IncomingMessage): string {
   const incoming = request.headers['x-request-id']
   return typeof incoming === 'string' && SAFE_REQUEST_ID.test(incoming) ? incoming : randomUUID()
@@ -67,11 +59,11 @@ async function requestHooks (app: FastifyInstance): Promise<void> {
   })
 
   /**
-   * A client that closes its connection before it is answered (it gave up waiting, say) gets
-   * no onResponse, and would leave no line at all: the response's close writes it instead.
+   * A client that leaves before its answer gets no onResponse: the response's close writes its
+   * line.
    */
   function logIfAborted (request: FastifyRequest, reply: FastifyReply): void {
-    const client = request.ip // read now: a closed socket no longer knows its peer
+    const client = request.ip // read now: a closed socket forgets its peer
     reply.raw.once('close', () => {
       if (reply.raw.writableEnded) return
       app.log.info({ ...accessFields(request, reply), client }, 'request aborted: its connection closed before it was answered')

@@ -1,14 +1,6 @@
 /**
- * Security headers on every answer, errors included: the ones that protect a JSON answer on
- * each, and helmet's full set on the pages a browser renders.
- *
- * Most of helmet's headers tell a browser how an HTML page may behave (what it may load,
- * whether it may open popups, prefetch names or run in a shared process) and mean nothing on
- * JSON. JSON answers carry the set OWASP's REST Security Cheat Sheet gives for API responses:
- * a content security policy that allows nothing and no framing (a JSON answer opened as a page
- * runs and loads nothing), no MIME sniffing, HSTS, and X-Frame-Options for older browsers;
- * and Cross-Origin-Resource-Policy, so that another site cannot load an answer as a script or
- * an image. Caching is left to each route: user records answer with ETags, not `no-store`.
+ * Security headers on every answer: OWASP's REST set on JSON, helmet's full set on pages
+ * (docs/decisions/0004-security-headers.md). Caching is left to each route.
  */
 import helmet from 'helmet'
 import type { FastifyInstance } from 'fastify'
@@ -53,10 +45,8 @@ async function apiSecurityHeaders (app: FastifyInstance): Promise<void> {
 export default fp(apiSecurityHeaders, { name: 'security-headers' })
 
 /**
- * For the scope that serves pages: helmet's headers instead of the JSON ones. Those are set
- * first, on every request, and would win over helmet's where the names are the same.
- * helmet's middleware is built once, here, and runs on each request's response as it would in
- * any Node server; @fastify/helmet would build it again, policy and all, for every request.
+ * For the scope that serves pages: helmet's headers, from a middleware built once, set after the
+ * JSON ones so that they win where the names are the same.
  */
 export const pageSecurityHeaders = fp(async (pages: FastifyInstance) => {
   const setPageHeaders = helmet(PAGE_HELMET_OPTIONS)

@@ -1,13 +1,7 @@
 /**
- * Files from `STATIC_DIR` (seed §4.8), with @fastify/static. The files present at start-up
- * get a route each (`wildcard: false`): a request for any other path goes straight to the
- * JSON not-found handler, where the wildcard route would look at the disk, every folder of
- * the path, for every unknown URL. A file added later is served after a restart; a changed
- * file is served at once; a removed one is a 404.
- *
- * An API route wins over a file: files under the first segment of an API route's path
- * (`health`, `users/…`, `documentation/…`) are not served. Paths stay inside the folder, ETag and
- * Last-Modified are answered with 304s, and dotfiles and folders are not served or listed.
+ * Files from `STATIC_DIR` (seed §4.8), a route each
+ * (docs/decisions/0018-static-files-one-route-per-file.md). An API route wins over a file, paths
+ * stay inside the folder, and dotfiles and folders are not served.
  */
 import { statSync } from 'node:fs'
 import { resolve } from 'node:path'
@@ -16,8 +10,8 @@ import type { FastifyInstance } from 'fastify'
 import fp from 'fastify-plugin'
 
 /**
- * The first segments of the paths of the routes registered after this call, to be passed to
- * the static files plugin registered after them.
+ * The first segments of the paths of the routes registered after this call, for the static files
+ * plugin.
  */
 export function apiPathSegments (app: FastifyInstance): Set<string> {
   const segments = new Set<string>()

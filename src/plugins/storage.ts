@@ -1,6 +1,6 @@
 /**
- * Opens the database, brings its schema up to date, and offers the repositories to routes.
- * The connection closes with the app, after in-flight requests have finished.
+ * Opens the database, migrates it, and offers the repositories to routes; it closes after in-flight
+ * requests.
  */
 import { setTimeout as sleep } from 'node:timers/promises'
 import type { FastifyInstance } from 'fastify'
@@ -27,10 +27,8 @@ export class DatabaseStartupError extends Error {
 }
 
 /**
- * How long the database may take to open and migrate at start-up. Each step has its own bound
- * (connecting, a query, a lock), but a database that stops answering midway can add several
- * of them up; this one keeps the whole inside Fastify's plugin timeout (10 s), which would end
- * start-up with a message blaming the plugin.
+ * How long opening and migrating may take in all, inside Fastify's plugin timeout, so that a
+ * database that stops answering midway fails start-up with one line.
  */
 const OPEN_TIMEOUT_MS = 8000
 

@@ -1,7 +1,6 @@
 /**
- * The contract of the user routes: request and every response, errors included. Validation,
- * serialization, handler types and the OpenAPI document all come from these schemas. The
- * named ones (`userSchemas`) are registered once by app.ts and referred to by name.
+ * The contract of the user routes: request and every response. Validation, serialization, handler
+ * types and the OpenAPI document all come from these schemas.
  */
 import { Type } from 'typebox'
 import { MAX_USER_ID } from '../db/users.js'
@@ -10,10 +9,7 @@ import { refTo, type HeaderSchema } from '../route-schemas.js'
 import { STORABLE_TEXT } from '../validation.js'
 
 const Limit = (defaultValue: number) => Type.Integer({ minimum: 1, maximum: 1000, default: defaultValue, description: 'Users per page.' })
-/**
- * The database reads every user it skips, so an offset is bounded as a page is: without the
- * bound, one client asking for pages a million users deep kept the database busy for everyone.
- */
+/** The database reads every user it skips, so an offset is bounded as a page is. */
 const MAX_OFFSET = 10_000
 const Offset = Type.Integer({ minimum: 0, maximum: MAX_OFFSET, default: 0, description: `Users to skip, at most ${MAX_OFFSET}.` })
 const After = Type.Integer({

@@ -16,8 +16,8 @@ function toUserId (pathValue: string): number | undefined {
 }
 
 /**
- * RFC 8288 links from a page of users: `first`, and `next` (the users after this page's last)
- * when the page is full, so that a client walks the whole table at the same cost per page.
+ * RFC 8288 links: `first`, and `next` after this page's last id when the page is full, so that
+ * every page costs the same.
  */
 function pageLinks (limit: number, users: Array<{ id: number }>): string {
   const links = [`</users?limit=${limit}>; rel="first"`]
@@ -55,9 +55,8 @@ const users: FastifyPluginAsyncTypebox<{ idempotencyKeyTtlMs: number }> = async 
 
   app.post('/users', { schema: CreateUserSchema, links: createUserLinks }, async (request, reply) => {
     const { name, email } = request.body
-    // Only these two are stored, and the answer is the body's bytes, so the parsed body is let
-    // go before the wait for the database: parsed, a body can take 15 times its bytes (a
-    // megabyte of `[],` is 14 MB of arrays), and requests waiting for a commit pile up.
+    // Only these two are stored and the answer is the body's bytes, so the parsed body, which can
+    // be many times their size, is let go before the wait for the database.
     request.body = { name, email }
     const key = request.headers['idempotency-key']
     let id: number

@@ -5,11 +5,9 @@ import type { Dialect } from '../database.js'
 const SHARDS = 16
 
 /**
- * How many users there are, kept by the database as each user is inserted (a trigger), so that
- * `X-Total-Count` costs the same at any table size instead of counting every row. The count is
- * spread over 16 rows, chosen by id: on PostgreSQL each insert locks the row it adds one to
- * until it commits, and with one row every insert, from every instance, would wait for the one
- * before it. The total is their sum. Users are never deleted, so nothing ever subtracts.
+ * How many users there are, kept by a trigger so that `X-Total-Count` costs the same at any size.
+ * It is spread over 16 rows chosen by id, so that concurrent inserts on PostgreSQL rarely wait on
+ * one row; the total is their sum.
  */
 export function countUsers (dialect: Dialect) {
   return {

@@ -1,10 +1,8 @@
 import type { Kysely } from 'kysely'
 
 /**
- * Safe retries of `POST /users` (the `Idempotency-Key` header): the key a user was created
- * with, and a fingerprint of the request, are stored on the user's own row, so that the user
- * and its key are committed together by one statement, and a retry finds the one or neither.
- * A unique index makes a second user with the same key impossible, from any instance.
+ * Safe retries of `POST /users`: the key and a fingerprint of the request live on the user's own
+ * row, committed by the same statement, and a unique index forbids a second user with the same key.
  */
 export function idempotencyKeys () {
   return {
