@@ -3,16 +3,16 @@ import neostandard from 'neostandard'
 export default [
   ...neostandard({ ts: true, ignores: ['dist/**', 'coverage/**', 'node_modules/**'] }),
   {
-    // Configuration is read and validated once, in src/config.ts, and passed in.
+    // Configuration is read and validated once, in src/config/, and passed in.
     files: ['src/**/*.ts'],
-    ignores: ['src/config.ts'],
+    ignores: ['src/config/config.ts'],
     rules: {
-      'no-restricted-properties': ['error', { object: 'process', property: 'env', message: 'Read configuration through src/config.ts.' }],
+      'no-restricted-properties': ['error', { object: 'process', property: 'env', message: 'Read configuration through src/config/.' }],
       '@typescript-eslint/no-restricted-imports': ['error', {
         paths: ['node:http', 'http'].map((name) => ({
           name,
           allowTypeImports: true,
-          message: 'Require it (see src/errors.ts): importing node:http loads undici into every process.'
+          message: 'Require it (see src/edge/malformed-http.ts): importing node:http loads undici into every process.'
         }))
       }]
     }

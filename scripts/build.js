@@ -14,7 +14,7 @@ const EXTERNAL = ['better-sqlite3', 'pg', 'pg-native', 'pino-pretty']
 
 /** What `npm start`, `npm run migrate` and `npm run token` run, from the repository's root. */
 export const SERVER_BUNDLE = 'dist/server.js'
-const ENTRY_POINTS = ['src/server.ts', 'src/cli/migrate.ts', 'src/cli/token.ts', 'src/cli/backup.ts']
+const ENTRY_POINTS = ['src/process/server.ts', 'src/process/cli/migrate.ts', 'src/process/cli/token.ts', 'src/process/cli/backup.ts']
 
 /**
  * Swagger UI serves the files of its own folder, which it finds by `__dirname`; inside the
@@ -69,15 +69,15 @@ export const NODE_BUNDLE = {
 }
 
 /**
- * Bundles each entry point (a path under src/) into `outdir`, keeping its place below src/
- * (src/server.ts becomes `outdir`/server.js), and the SQLite worker beside the server.
+ * Bundles each entry point (a path under src/process/) into `outdir`, keeping its place below it
+ * (src/process/server.ts becomes `outdir`/server.js), and the SQLite worker beside the server.
  * @param {{ entryPoints: string[], outdir: string }} options
  */
 export async function bundle ({ entryPoints, outdir }) {
   await build({
     ...NODE_BUNDLE,
     entryPoints: [
-      ...entryPoints.map((entry) => ({ in: join(repositoryRoot, entry), out: entry.replace(/^src\//, '').replace(/\.ts$/, '') })),
+      ...entryPoints.map((entry) => ({ in: join(repositoryRoot, entry), out: entry.replace(/^src\/process\//, '').replace(/\.ts$/, '') })),
       SQLITE_WORKER
     ],
     outdir,

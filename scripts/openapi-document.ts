@@ -1,6 +1,6 @@
 /** The OpenAPI document the service serves with its default configuration, as committed text. */
 import { buildApp } from '../src/app.js'
-import { loadConfig } from '../src/config.js'
+import { loadConfig } from '../src/config/config.js'
 
 export const OPENAPI_FILE = new URL('../openapi.json', import.meta.url)
 

@@ -13,7 +13,7 @@ import type { TestContext } from 'node:test'
 import type { FastifyInstance } from 'fastify'
 import pg from 'pg'
 import { buildApp } from '../src/app.js'
-import { loadConfig } from '../src/config.js'
+import { loadConfig } from '../src/config/config.js'
 
 export type Env = Record<string, string>
 
@@ -197,4 +197,16 @@ export async function rawConnection (port: number) {
   socket.on('error', () => { reset = true })
   const closed = new Promise<string>((resolve) => { socket.once('close', () => { resolve(received) }) })
   return { socket, closed, received: () => received, wasReset: () => reset }
+}
+
+/** helmet's headers that govern what a page may do, and mean nothing on JSON. */
+export const PAGE_ONLY_HEADERS = ['cross-origin-opener-policy', 'origin-agent-cluster', 'referrer-policy', 'x-dns-prefetch-control',
+  'x-download-options', 'x-permitted-cross-domain-policies', 'x-xss-protection']
+
+/** The OpenAPI document the service serves with these settings. */
+export async function openApiDocument (t: TestContext, env: Env = {}) {
+  const app = await testApp(t, env)
+  const response = await app.inject('/documentation/json')
+  assert.equal(response.statusCode, 200)
+  return response.json()
 }

@@ -7,7 +7,7 @@ import type { TestContext } from 'node:test'
 
 const tsx = import.meta.resolve('tsx')
 export const repositoryRoot = fileURLToPath(new URL('..', import.meta.url))
-const entry = (script: string) => fileURLToPath(new URL(`../src/${script}`, import.meta.url))
+const entry = (script: string) => fileURLToPath(new URL(`../src/process/${script}`, import.meta.url))
 
 export interface Exit {
   code: number | null

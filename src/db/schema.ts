@@ -1,5 +1,5 @@
 /** The tables, as Kysely sees them; row types are derived, never written twice. */
-import type { Generated, Selectable } from 'kysely'
+import type { Generated, Insertable, Selectable } from 'kysely'
 
 export interface UsersTable {
   id: Generated<number>
@@ -24,3 +24,4 @@ export interface Database {
 }
 
 export type UserRow = Selectable<UsersTable>
+export type NewUserRow = Insertable<UsersTable>

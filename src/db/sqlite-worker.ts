@@ -5,9 +5,9 @@
 import { statSync, type Stats } from 'node:fs'
 import { parentPort, workerData } from 'node:worker_threads'
 import type SQLite from 'better-sqlite3'
-import { openSqliteFile, sqliteKysely } from './database.js'
 import { migrateToLatest } from './migrate.js'
-import { monotonicMs, type Batch, type BatchResult, type ErrorDescription, type Outcome, type WorkerMessage } from './sqlite-queries.js'
+import { describeError as describe, monotonicMs, type Batch, type BatchResult, type Outcome, type WorkerMessage } from './sqlite-protocol.js'
+import { openSqliteFile, preparedOnce, sqliteKysely } from './sqlite-file.js'
 
 const port = parentPort!
 const { filename, reopening } = workerData as { filename: string, reopening: boolean }
@@ -29,22 +29,12 @@ function checkFiles (opened: Array<[string, FileIdentity]>): void {
   }
 }
 
-const describe = (error: unknown): ErrorDescription => {
-  const { code, message } = error as { code?: unknown, message?: unknown }
-  return { code: typeof code === 'string' ? code : undefined, message: String(message ?? error) }
-}
-
 function main (database: SQLite.Database, opened: Array<[string, FileIdentity]>): void {
-  const statements = new Map<string, SQLite.Statement>()
-  const run = (sql: string, parameters: readonly unknown[]): unknown[] => {
-    let statement = statements.get(sql)
-    if (statement === undefined) {
-      statement = database.prepare(sql)
-      statements.set(sql, statement)
-    }
-    if (statement.reader) return statement.all(...parameters)
-    statement.run(...parameters)
-    return []
+  const prepare = preparedOnce(database)
+  const run = (sql: string, parameters: readonly unknown[]): { rows: unknown[], changes?: number } => {
+    const statement = prepare(sql)
+    if (statement.reader) return { rows: statement.all(...parameters) }
+    return { rows: [], changes: statement.run(...parameters).changes }
   }
   const timeLeft = (batch: Batch) => batch.deadline - monotonicMs()
 
@@ -54,7 +44,7 @@ function main (database: SQLite.Database, opened: Array<[string, FileIdentity]>)
     try {
       return batch.queries.map(({ sql, parameters }) => {
         try {
-          return { rows: run(sql, parameters) }
+          return run(sql, parameters)
         } catch (error) {
           return { error: describe(error) }
         }
@@ -78,7 +68,7 @@ function main (database: SQLite.Database, opened: Array<[string, FileIdentity]>)
     }
     const outcomes = batch.queries.map(({ sql, parameters }): Outcome => {
       try {
-        return { rows: run(sql, parameters) }
+        return run(sql, parameters)
       } catch (error) {
         if (!database.inTransaction) throw error
         return { error: describe(error) }

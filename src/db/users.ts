@@ -1,20 +1,19 @@
-/** Storage of user records; the only module that writes SQL for them. */
-import { CompiledQuery, sql, type Kysely } from 'kysely'
-import { isUniqueViolation } from './errors.js'
-import type { QueryRunner } from './queries.js'
-import type { Database, UserRow } from './schema.js'
+/** Storage of user records: plain functions over `db`, the only module that writes SQL for them. */
+import { sql, type Kysely } from 'kysely'
+import { isUniqueViolation } from './unavailable.js'
+import type { Database, NewUserRow, UserRow } from './schema.js'
 
 /** Ids are 32-bit on PostgreSQL (`integer`); the same bound holds on SQLite. */
 export const MAX_USER_ID = 2_147_483_647
 
 export type UserSummary = Pick<UserRow, 'id' | 'name'>
-type NewUser = Pick<UserRow, 'name' | 'email'>
+type NewUser = Pick<NewUserRow, 'name' | 'email'>
 
 /** A page: `limit` users after the id `after` (keyset), or after skipping `offset` of them. */
 export interface Page {
   limit: number
   offset: number
-  after?: number
+  after?: number | undefined
 }
 
 /** An `Idempotency-Key`, the fingerprint of its request, and the oldest creation it still covers. */
@@ -28,105 +27,96 @@ export interface IdempotencyKey {
 /** A new user, the one an earlier request with the same key created, or that key's request differed. */
 export type CreateOnceOutcome = { id: number, replayed: boolean } | { differentRequest: true }
 
-export interface UserRepository {
-  /** Stores a user; resolves once it is committed to the disk, with its new id. */
-  create (user: NewUser): Promise<number>
-  /**
-   * Stores a user unless one holds the same key; then answers that user's id, or says the request
-   * differed. User and key are committed together.
-   */
-  createOnce (user: NewUser, idempotency: IdempotencyKey): Promise<CreateOnceOutcome>
-  /** Forgets the keys of users created before `keptSince`. */
-  forgetIdempotencyKeys (keptSince: string): Promise<void>
-  findById (id: number): Promise<UserSummary | undefined>
-  /** One page in ascending id order, and how many users there are in all. */
-  list (page: Page): Promise<{ users: UserSummary[], total: number }>
+/** Stores a user; resolves once it is committed to the disk, with its new id. */
+export async function createUser (db: Kysely<Database>, user: NewUser): Promise<number> {
+  const { id } = await db.insertInto('users').values(user).returning('id').executeTakeFirstOrThrow()
+  return id
 }
 
-/** A compiled query's SQL run with other values, in the order of its placeholders. */
-const withValues = <Row>(query: CompiledQuery<Row>, parameters: unknown[]): CompiledQuery<Row> =>
-  CompiledQuery.raw(query.sql, parameters) as CompiledQuery<Row>
+export async function findUser (db: Kysely<Database>, id: number): Promise<UserSummary | undefined> {
+  return await db.selectFrom('users').select(['id', 'name']).where('id', '=', id).executeTakeFirst()
+}
 
-/** Clears the keys of the users created before `keptSince`, found by the index of keyed users by age. */
+/** How many users there are: the sum of the counter rows a trigger keeps. */
+const userTotal = (db: Kysely<Database>) =>
+  db.selectFrom('user_counts').select(sql<number | string>`coalesce(sum(total), 0)`.as('total'))
+
+/**
+ * One page in ascending id order, and how many users there are in all, read by one statement so that
+ * both come from one snapshot.
+ */
+export async function listUsers (db: Kysely<Database>, { limit, offset, after }: Page): Promise<{ users: UserSummary[], total: number }> {
+  const rows = await db.selectFrom('users')
+    .select(['id', 'name', userTotal(db).as('total')])
+    .$if(after !== undefined, (query) => query.where('id', '>', after!))
+    .orderBy('id').limit(limit).offset(offset)
+    .execute()
+  // PostgreSQL returns a sum of integers as a bigint, in a string.
+  const total = rows[0]?.total ?? (await userTotal(db).executeTakeFirstOrThrow()).total
+  return { users: rows.map(({ id, name }) => ({ id, name })), total: Number(total) }
+}
+
+/** Forgets the keys of users created before `keptSince`, found by the index of keyed users by age. */
 export const forgetKeysBefore = (db: Kysely<Database>, keptSince: string) => db.updateTable('users')
   .set({ idempotency_key: null, request_fingerprint: null })
   .where('idempotency_key', 'is not', null)
   .where('created_at', '<', keptSince)
-  .compile()
 
-export function createUserRepository ({ db, read, readTogether, write }: QueryRunner): UserRepository {
-  async function forgetIdempotencyKeys (keptSince: string): Promise<void> {
-    await write(forgetKeysBefore(db, keptSince))
-  }
+export async function forgetIdempotencyKeys (db: Kysely<Database>, keptSince: string): Promise<void> {
+  await forgetKeysBefore(db, keptSince).execute()
+}
 
-  // The most frequent queries, compiled once and run with their own values in placeholder order
-  // (docs/decisions/0020-queries-compiled-once.md).
-  /** name, email */
-  const insertUser = db.insertInto('users').values({ name: '', email: '' }).returning('id').compile()
-  /** id */
-  const userById = db.selectFrom('users').select(['id', 'name']).where('id', '=', 0).compile()
-  /** limit, offset */
-  const pageAt = db.selectFrom('users').select(['id', 'name']).orderBy('id').limit(0).offset(0).compile()
-  /** after, limit, offset */
-  const pageAfter = db.selectFrom('users').select(['id', 'name']).where('id', '>', 0).orderBy('id').limit(0).offset(0).compile()
-  const userCount = db.selectFrom('user_counts').select(sql<number | string>`coalesce(sum(total), 0)`.as('total')).compile()
-
-  return {
-    async create ({ name, email }) {
-      const [row] = await write(withValues(insertUser, [name, email]))
-      return row!.id
-    },
-
-    async createOnce ({ name, email }, { key, fingerprint, keptSince }) {
-      // Inserts only while no user holds the key, so that PostgreSQL spends no id on a retry; the
-      // unique key still settles two requests at the same moment.
-      const insert = async (): Promise<CreateOnceOutcome | undefined> => {
-        try {
-          const [row] = await write(db.insertInto('users')
-            .columns(['name', 'email', 'idempotency_key', 'request_fingerprint'])
-            .expression(db.selectNoFrom(({ val }) => [val(name).as('name'), val(email).as('email'), val(key).as('idempotency_key'), val(fingerprint).as('request_fingerprint')])
-              .where(({ not, exists, selectFrom }) => not(exists(selectFrom('users').select('id').where('idempotency_key', '=', key)))))
-            .returning('id').compile())
-          return row === undefined ? undefined : { id: row.id, replayed: false }
-        } catch (error) {
-          if (isUniqueViolation(error)) return undefined
-          throw error
-        }
-      }
-      const earlier = async () => {
-        const [row] = await read(db.selectFrom('users').select(['id', 'request_fingerprint', 'created_at']).where('idempotency_key', '=', key).compile())
-        return row
-      }
-      const answerOf = (row: { id: number, request_fingerprint: string | null }): CreateOnceOutcome =>
-        row.request_fingerprint === fingerprint ? { id: row.id, replayed: true } : { differentRequest: true }
-
-      const created = await insert()
-      if (created !== undefined) return created
-      const holder = await earlier()
-      if (holder !== undefined && holder.created_at >= keptSince) return answerOf(holder)
-      // The key is past its time and not yet cleared: clear it and try once more. Should another
-      // request take the key meanwhile, the answer is that request's.
-      await forgetIdempotencyKeys(keptSince)
-      const retried = await insert()
-      if (retried !== undefined) return retried
-      const taker = await earlier()
-      if (taker === undefined) throw new Error(`Idempotency-Key ${JSON.stringify(key)} is neither free nor held`)
-      return answerOf(taker)
-    },
-
-    forgetIdempotencyKeys,
-
-    async findById (id) {
-      const [user] = await read(withValues(userById, [id]))
-      return user
-    },
-
-    async list ({ limit, offset, after }) {
-      const page = after === undefined ? withValues(pageAt, [limit, offset]) : withValues(pageAfter, [after, limit, offset])
-      // Together, so that on SQLite the page and the total come from one snapshot.
-      const [users, [count]] = await readTogether(page, userCount)
-      // PostgreSQL returns a sum of integers as a bigint, in a string.
-      return { users, total: Number(count!.total) }
-    }
+/**
+ * Inserts only while no user holds the key, so that PostgreSQL spends no id on a retry; the unique
+ * key still settles two requests at the same moment. Undefined when the key is held.
+ */
+async function insertUnlessKeyHeld (db: Kysely<Database>, { name, email }: NewUser, { key, fingerprint }: IdempotencyKey) {
+  try {
+    const row = await db.insertInto('users')
+      .columns(['name', 'email', 'idempotency_key', 'request_fingerprint'])
+      .expression(db.selectNoFrom(({ val }) => [val(name).as('name'), val(email).as('email'), val(key).as('idempotency_key'), val(fingerprint).as('request_fingerprint')])
+        .where(({ not, exists, selectFrom }) => not(exists(selectFrom('users').select('id').where('idempotency_key', '=', key)))))
+      .returning('id').executeTakeFirst()
+    return row === undefined ? undefined : { id: row.id, replayed: false }
+  } catch (error) {
+    if (isUniqueViolation(error)) return undefined
+    throw error
   }
 }
+
+/**
+ * Stores a user unless one holds the same key; then answers that user's id, or says the request
+ * differed. User and key are committed together.
+ */
+export async function createUserOnce (db: Kysely<Database>, user: NewUser, idempotency: IdempotencyKey): Promise<CreateOnceOutcome> {
+  const holderOf = async () => await db.selectFrom('users').select(['id', 'request_fingerprint', 'created_at'])
+    .where('idempotency_key', '=', idempotency.key).executeTakeFirst()
+  const answerOf = (row: { id: number, request_fingerprint: string | null }): CreateOnceOutcome =>
+    row.request_fingerprint === idempotency.fingerprint ? { id: row.id, replayed: true } : { differentRequest: true }
+
+  const created = await insertUnlessKeyHeld(db, user, idempotency)
+  if (created !== undefined) return created
+  const holder = await holderOf()
+  if (holder !== undefined && holder.created_at >= idempotency.keptSince) return answerOf(holder)
+  // The key is past its time and not yet cleared: clear it and try once more. Should another
+  // request take the key meanwhile, the answer is that request's.
+  await forgetIdempotencyKeys(db, idempotency.keptSince)
+  const retried = await insertUnlessKeyHeld(db, user, idempotency)
+  if (retried !== undefined) return retried
+  const taker = await holderOf()
+  if (taker === undefined) throw new Error(`Idempotency-Key ${JSON.stringify(idempotency.key)} is neither free nor held`)
+  return answerOf(taker)
+}
+
+/** The repository the routes use, over one database. */
+export function usersRepository (db: Kysely<Database>) {
+  return {
+    create: async (user: NewUser) => await createUser(db, user),
+    createOnce: async (user: NewUser, idempotency: IdempotencyKey) => await createUserOnce(db, user, idempotency),
+    forgetIdempotencyKeys: async (keptSince: string) => { await forgetIdempotencyKeys(db, keptSince) },
+    findById: async (id: number) => await findUser(db, id),
+    list: async (page: Page) => await listUsers(db, page)
+  }
+}
+
+export type UserRepository = ReturnType<typeof usersRepository>

@@ -1,7 +1,6 @@
 /** The contract of the operational routes: liveness and readiness. */
 import { Type } from 'typebox'
-import { errorResponse } from '../errors.js'
-import { refTo } from '../route-schemas.js'
+import { errorResponse, refTo } from './common.schemas.js'
 
 const Status = Type.Object({ status: Type.Literal('ok') }, { $id: 'Status', additionalProperties: false, description: 'All is well.', examples: [{ status: 'ok' }] })
 

@@ -1,0 +1,186 @@
+/**
+ * The environment, validated once at start-up and turned into the `Config` that `buildApp`
+ * receives. Nothing else in `src/` reads `process.env` (a lint rule enforces it).
+ */
+import { randomBytes } from 'node:crypto'
+import { existsSync } from 'node:fs'
+import { Type, type Static } from 'typebox'
+import { createCoercingAjv } from '../validation/ajv.js'
+import { ConfigError } from './config-error.js'
+import { connectionLimit, heapToShedAt } from './limits.js'
+import { checkSecretStrength, DURATION, parseDatabaseUrl, parseDuration, parseOrigins, parseTrustProxy } from './values.js'
+
+export { ConfigError } from './config-error.js'
+export { describeDatabase, loadSigningSecret, parseDuration } from './values.js'
+
+const EnvSchema = Type.Object({
+  NODE_ENV: Type.String({ default: 'development' }),
+  PORT: Type.Integer({ minimum: 0, maximum: 65535, default: 3000 }),
+  HOST: Type.String({ minLength: 1, default: '0.0.0.0' }),
+  DATABASE_URL: Type.String({ default: 'sqlite:data/app.db' }),
+  DATABASE_POOL_SIZE: Type.Integer({ minimum: 1, maximum: 1000, default: 10 }),
+  JWT_SECRET: Type.Optional(Type.String({ minLength: 1 })),
+  AUTH: Type.Enum(['off', 'writes', 'all'], { default: 'off' }),
+  CORS_ORIGIN: Type.Optional(Type.String({ minLength: 1 })),
+  LOG_LEVEL: Type.Enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'], { default: 'info' }),
+  BODY_LIMIT: Type.Integer({ minimum: 1, default: 1048576 }),
+  STATIC_DIR: Type.String({ minLength: 1, default: 'public' }),
+  RATE_LIMIT_MAX: Type.Optional(Type.Integer({ minimum: 1 })),
+  RATE_LIMIT_WINDOW: Type.String({ pattern: DURATION.source, default: '1m' }),
+  OVERLOAD_MAX_EVENT_LOOP_DELAY_MS: Type.Integer({ minimum: 0, default: 1000 }),
+  OVERLOAD_MAX_HEAP_MB: Type.Optional(Type.Integer({ minimum: 0 })),
+  HEADERS_TIMEOUT_MS: Type.Integer({ minimum: 1, default: 10_000 }),
+  REQUEST_TIMEOUT_MS: Type.Integer({ minimum: 1, default: 30_000 }),
+  KEEP_ALIVE_TIMEOUT_MS: Type.Integer({ minimum: 1, default: 72_000 }),
+  MAX_CONNECTIONS: Type.Optional(Type.Integer({ minimum: 1 })),
+  METRICS: Type.Enum(['on', 'off'], { default: 'on' }),
+  TRUST_PROXY: Type.String({ default: 'off' }),
+  IDEMPOTENCY_KEY_TTL: Type.String({ pattern: DURATION.source, default: '24h' }),
+  SHUTDOWN_DRAIN_MS: Type.Optional(Type.Integer({ minimum: 0, maximum: 600_000 })),
+  REDIS_URL: Type.Optional(Type.String({ pattern: '^rediss?://' })),
+  // OpenTelemetry's standard variables: either endpoint turns tracing on; the exporter reads them.
+  OTEL_EXPORTER_OTLP_ENDPOINT: Type.Optional(Type.String({ minLength: 1 })),
+  OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: Type.Optional(Type.String({ minLength: 1 })),
+  OTEL_SERVICE_NAME: Type.String({ minLength: 1, default: 'user-records-service' })
+})
+
+type Env = Static<typeof EnvSchema>
+
+/** Every variable the service reads. */
+export const SETTINGS = Object.keys(EnvSchema.properties)
+
+/** How long the service drains after SIGTERM in production, for load balancers to notice. */
+const DEFAULT_DRAIN_MS = 5000
+
+/** After the drain, how long requests in flight have to finish before the process exits 1. */
+export const SHUTDOWN_GRACE_MS = 10_000
+
+export type AuthMode = Env['AUTH']
+
+export type DatabaseConfig =
+  | { dialect: 'sqlite', filename: string }
+  | { dialect: 'postgres', connectionString: string, poolSize: number }
+
+export interface Config {
+  production: boolean
+  port: number
+  host: string
+  database: DatabaseConfig
+  /** The signing secret, and whether it was generated because none was configured. */
+  jwt: { secret: string, generated: boolean }
+  auth: AuthMode
+  /** `true` reflects any requesting origin (the specification's policy). */
+  corsOrigin: true | string[]
+  logLevel: string
+  bodyLimit: number
+  staticDir: string
+  /** Requests per client address per window on API routes; undefined when off. */
+  rateLimit: { max: number, windowMs: number, redisUrl: string | undefined } | undefined
+  /** Above these, API routes answer 503 instead of queueing more work; 0 turns one off. */
+  overload: { maxEventLoopDelayMs: number, maxHeapBytes: number }
+  /** How long a client may take to send its headers, its whole request, and its next request. */
+  timeouts: { headersMs: number, requestMs: number, keepAliveMs: number }
+  /** Client connections open at once; more are closed as they arrive. */
+  maxConnections: number
+  /** Whether `/metrics` exists. */
+  metrics: boolean
+  /**
+   * Which proxies' `X-Forwarded-For` names the client: none, the nearest N hops, or these
+   * addresses.
+   */
+  trustProxy: false | number | string[]
+  /** How long an `Idempotency-Key` of `POST /users` is kept, in milliseconds. */
+  idempotencyKeyTtlMs: number
+  /** After SIGTERM, how long the service goes on answering, `/ready` saying 503, before it closes. */
+  shutdownDrainMs: number
+  /** Traces over OTLP, with the service's name in them; undefined when off. */
+  tracing: { serviceName: string } | undefined
+}
+
+/** Never echoed in an error message: they may hold credentials. */
+const SECRET_VARIABLES = new Set(['DATABASE_URL', 'JWT_SECRET', 'REDIS_URL'])
+
+const validateEnv = createCoercingAjv().compile<Env>(EnvSchema)
+
+/** The process environment over `.env` from the working folder: the environment wins. */
+export function readEnvironment (): Record<string, string | undefined> {
+  if (existsSync('.env')) process.loadEnvFile('.env')
+  return process.env
+}
+
+/**
+ * Validates the environment and derives the configuration. Empty variables count as unset, as in a
+ * shell's `VAR= command`.
+ */
+export function loadConfig (environment: Record<string, string | undefined>): Config {
+  // Ajv converts the values in place (`"3000"` becomes 3000); its check then types them.
+  const env: Record<string, unknown> = {}
+  for (const key of Object.keys(EnvSchema.properties)) {
+    const value = environment[key]
+    if (value !== undefined && value !== '') env[key] = value
+  }
+
+  if (!validateEnv(env)) {
+    const [error] = validateEnv.errors ?? []
+    const name = error?.instancePath.slice(1) || String(error?.params.missingProperty ?? 'environment')
+    const got = name in env && !SECRET_VARIABLES.has(name) ? ` (got ${JSON.stringify(env[name])})` : ''
+    const problem = error?.keyword === 'enum'
+      ? `must be one of ${(error.params.allowedValues as string[]).join(', ')}`
+      : error?.keyword === 'pattern' && error.params.pattern === DURATION.source
+        ? 'must be a duration such as 30s, 15m, 1h or 7d'
+        : error?.message ?? 'is invalid'
+    throw new ConfigError(`${name} ${problem}${got}`)
+  }
+  const parsed: Env = env
+  const production = parsed.NODE_ENV === 'production'
+
+  if (parsed.HEADERS_TIMEOUT_MS > parsed.REQUEST_TIMEOUT_MS) {
+    throw new ConfigError('HEADERS_TIMEOUT_MS must not be more than REQUEST_TIMEOUT_MS')
+  }
+
+  if (parsed.JWT_SECRET === undefined) {
+    if (production) throw new ConfigError('JWT_SECRET is required when NODE_ENV=production')
+    // A generated secret is known to no one, so no client could get a token.
+    if (parsed.AUTH !== 'off') throw new ConfigError(`JWT_SECRET is required when AUTH=${parsed.AUTH}`)
+  } else if (production) {
+    checkSecretStrength(parsed.JWT_SECRET)
+  }
+
+  const database = parseDatabaseUrl(parsed.DATABASE_URL, parsed.DATABASE_POOL_SIZE)
+  return {
+    production,
+    port: parsed.PORT,
+    host: parsed.HOST,
+    database,
+    jwt: parsed.JWT_SECRET === undefined
+      ? { secret: randomBytes(32).toString('base64url'), generated: true }
+      : { secret: parsed.JWT_SECRET, generated: false },
+    auth: parsed.AUTH,
+    corsOrigin: parsed.CORS_ORIGIN === undefined ? true : parseOrigins(parsed.CORS_ORIGIN),
+    logLevel: parsed.LOG_LEVEL,
+    bodyLimit: parsed.BODY_LIMIT,
+    staticDir: parsed.STATIC_DIR,
+    rateLimit: parsed.RATE_LIMIT_MAX === undefined
+      ? undefined
+      : { max: parsed.RATE_LIMIT_MAX, windowMs: parseDuration(parsed.RATE_LIMIT_WINDOW) as number, redisUrl: parsed.REDIS_URL },
+    overload: {
+      maxEventLoopDelayMs: parsed.OVERLOAD_MAX_EVENT_LOOP_DELAY_MS,
+      maxHeapBytes: heapToShedAt(parsed.OVERLOAD_MAX_HEAP_MB)
+    },
+    timeouts: {
+      headersMs: parsed.HEADERS_TIMEOUT_MS,
+      requestMs: parsed.REQUEST_TIMEOUT_MS,
+      keepAliveMs: parsed.KEEP_ALIVE_TIMEOUT_MS
+    },
+    maxConnections: connectionLimit(parsed.MAX_CONNECTIONS, database),
+    metrics: parsed.METRICS === 'on',
+    trustProxy: parseTrustProxy(parsed.TRUST_PROXY),
+    idempotencyKeyTtlMs: parseDuration(parsed.IDEMPOTENCY_KEY_TTL) as number,
+    // Behind a load balancer (production) it takes a few health checks to notice; at a
+    // terminal or in tests there is none to wait for.
+    shutdownDrainMs: parsed.SHUTDOWN_DRAIN_MS ?? (production ? DEFAULT_DRAIN_MS : 0),
+    tracing: parsed.OTEL_EXPORTER_OTLP_ENDPOINT === undefined && parsed.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT === undefined
+      ? undefined
+      : { serviceName: parsed.OTEL_SERVICE_NAME }
+  }
+}

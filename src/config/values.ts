@@ -1,0 +1,79 @@
+/** The values of variables that are more than a number or a word: durations, lists, URLs, secrets. */
+import { isIP } from 'node:net'
+import { resolve } from 'node:path'
+import { ConfigError } from './config-error.js'
+import type { Config, DatabaseConfig } from './config.js'
+
+/** A span of time as people write it: `30s`, `15m`, `1h`, `7d`. */
+export const DURATION = /^([1-9][0-9]*)([smhd])$/
+const MS_PER_UNIT = { s: 1000, m: 60_000, h: 3_600_000, d: 86_400_000 } as const
+
+/** Milliseconds in a span written like `30s`; undefined when it is not written so. */
+export function parseDuration (text: string): number | undefined {
+  const match = DURATION.exec(text)
+  return match === null ? undefined : Number(match[1]) * MS_PER_UNIT[match[2] as keyof typeof MS_PER_UNIT]
+}
+
+/** An address, or a network as address/prefix length: `10.0.0.1`, `10.0.0.0/8`, `::1/128`. */
+function isAddressOrNetwork (text: string): boolean {
+  const [address = '', prefix, ...rest] = text.split('/')
+  const version = isIP(address)
+  if (version === 0 || rest.length > 0) return false
+  return prefix === undefined || (/^[0-9]{1,3}$/.test(prefix) && Number(prefix) <= (version === 4 ? 32 : 128))
+}
+
+export function parseTrustProxy (text: string): Config['trustProxy'] {
+  if (text === 'off') return false
+  if (/^[1-9][0-9]{0,1}$/.test(text)) return Number(text)
+  const entries = text.split(',').map((entry) => entry.trim())
+  if (entries.every(isAddressOrNetwork)) return entries
+  throw new ConfigError(`TRUST_PROXY must be off, a hop count from 1 to 99, or a comma-separated list of addresses and networks such as 10.0.0.0/8 (got ${JSON.stringify(text)})`)
+}
+
+export function parseDatabaseUrl (url: string, poolSize: number): DatabaseConfig {
+  if (url.startsWith('sqlite:') && url.length > 'sqlite:'.length) {
+    return { dialect: 'sqlite', filename: url.slice('sqlite:'.length) }
+  }
+  if (/^postgres(ql)?:\/\//.test(url) && URL.canParse(url) && new URL(url).hostname !== '') {
+    return { dialect: 'postgres', connectionString: url, poolSize }
+  }
+  throw new ConfigError('DATABASE_URL must be sqlite:<path>, sqlite::memory: or postgres://user:password@host:port/database')
+}
+
+/** The minimum for an HS256 secret: as many bytes as the hash it keys (RFC 7518 §3.2). */
+const MIN_SECRET_BYTES = 32
+
+export function checkSecretStrength (secret: string): void {
+  if (Buffer.byteLength(secret) < MIN_SECRET_BYTES) {
+    throw new ConfigError(`JWT_SECRET must be at least ${MIN_SECRET_BYTES} bytes when NODE_ENV=production`)
+  }
+}
+
+/** The signing secret alone, for `npm run token`, with the same rules. */
+export function loadSigningSecret (environment: Record<string, string | undefined>): string {
+  const secret = environment.JWT_SECRET
+  if (secret === undefined || secret === '') throw new ConfigError('JWT_SECRET is not set: tokens are signed with it')
+  if (environment.NODE_ENV === 'production') checkSecretStrength(secret)
+  return secret
+}
+
+/**
+ * The database URL as it may be shown: any password as `***`, a SQLite file by its absolute path.
+ */
+export function describeDatabase (database: DatabaseConfig): string {
+  if (database.dialect === 'sqlite') return `sqlite:${database.filename === ':memory:' ? ':memory:' : resolve(database.filename)}`
+  const url = new URL(database.connectionString)
+  if (url.password !== '') url.password = '***'
+  return url.href
+}
+
+export function parseOrigins (list: string): string[] {
+  const origins = list.split(',').map((origin) => origin.trim()).filter((origin) => origin !== '')
+  for (const origin of origins) {
+    if (!URL.canParse(origin) || new URL(origin).origin !== origin) {
+      throw new ConfigError(`CORS_ORIGIN must be a comma-separated list of origins such as https://example.com (got ${JSON.stringify(origin)})`)
+    }
+  }
+  if (origins.length === 0) throw new ConfigError('CORS_ORIGIN must name at least one origin')
+  return origins
+}

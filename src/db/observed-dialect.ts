@@ -1,0 +1,90 @@
+/**
+ * A dialect whose every query is watched: a failure that means "the database cannot work now" comes
+ * out as a `DatabaseUnavailableError`, each outage is logged once as it starts and once as it ends
+ * (reads and writes apart), and, with tracing on, each query is a child span of its request.
+ */
+import { SpanKind, SpanStatusCode, trace } from '@opentelemetry/api'
+import type { CompiledQuery, DatabaseConnection, Dialect, Driver } from 'kysely'
+import { classified, type OutageLog } from './unavailable.js'
+
+const tracer = trace.getTracer('user-records-service/db')
+
+const isRead = (query: CompiledQuery): boolean =>
+  query.query.kind === 'SelectQueryNode' || (query.query.kind === 'RawNode' && /^\s*select\b/i.test(query.sql))
+
+export interface Observation {
+  /** The outages of reads and of writes, each logged as it starts and as it ends. */
+  outages: { reads: OutageLog, writes: OutageLog }
+  /** The database's name in spans, when tracing is on. */
+  traced?: 'sqlite' | 'postgresql' | undefined
+}
+
+export function observed (dialect: Dialect, { outages, traced }: Observation): Dialect {
+  /**
+   * Runs a query on a connection taken for it, so that a connection that cannot be had fails the
+   * query as the database being unavailable, as its answer would.
+   */
+  async function execute<R> (connection: () => Promise<DatabaseConnection>, query: CompiledQuery) {
+    const operation = isRead(query) ? 'read' : 'write'
+    const run = async () => {
+      try {
+        return await (await connection()).executeQuery<R>(query)
+      } catch (error) {
+        throw classified(error)
+      }
+    }
+    const tracked = async () => await (operation === 'read' ? outages.reads : outages.writes).track(run())
+    if (traced === undefined) return await tracked()
+    return await tracer.startActiveSpan(`db.${operation}`, {
+      kind: SpanKind.CLIENT,
+      attributes: { 'db.system.name': traced, 'db.query.text': query.sql }
+    }, async (span) => {
+      try {
+        return await tracked()
+      } catch (error) {
+        span.setStatus({ code: SpanStatusCode.ERROR, message: error instanceof Error ? error.message : String(error) })
+        throw error
+      } finally {
+        span.end()
+      }
+    })
+  }
+
+  /** The driver's connections, each taken only when its first query runs. */
+  function watchedDriver (driver: Driver): Driver {
+    const own = new WeakMap<DatabaseConnection, DatabaseConnection>()
+    const ownOf = async (watched: DatabaseConnection) => {
+      let connection = own.get(watched)
+      if (connection === undefined) {
+        connection = await driver.acquireConnection()
+        own.set(watched, connection)
+      }
+      return connection
+    }
+    return {
+      init: async (options) => await driver.init(options),
+      async acquireConnection () {
+        const watched: DatabaseConnection = {
+          executeQuery: async (query) => await execute(async () => await ownOf(watched), query),
+          streamQuery: () => { throw new Error('rows are not streamed here') }
+        }
+        return watched
+      },
+      beginTransaction: async (watched, settings) => await driver.beginTransaction(await ownOf(watched), settings),
+      commitTransaction: async (watched) => await driver.commitTransaction(await ownOf(watched)),
+      rollbackTransaction: async (watched) => await driver.rollbackTransaction(await ownOf(watched)),
+      async releaseConnection (watched, options) {
+        const connection = own.get(watched)
+        if (connection !== undefined) await driver.releaseConnection(connection, options)
+      },
+      destroy: async (options) => await driver.destroy(options)
+    }
+  }
+
+  return {
+    createAdapter: () => dialect.createAdapter(),
+    createDriver: () => watchedDriver(dialect.createDriver()),
+    createIntrospector: (db) => dialect.createIntrospector(db),
+    createQueryCompiler: () => dialect.createQueryCompiler()
+  }
+}

@@ -1,0 +1,29 @@
+/** The messages between the SQLite worker (sqlite-worker.ts) and the thread that sends it batches (sqlite-thread.ts). */
+
+export interface Batch {
+  type: 'batch'
+  id: number
+  kind: 'read' | 'write' | 'check'
+  queries: Array<{ sql: string, parameters: readonly unknown[] }>
+  /** When its callers stop waiting, in `monotonicMs`. */
+  deadline: number
+}
+export type WorkerMessage = Batch | { type: 'close' }
+
+export interface ErrorDescription { code: string | undefined, message: string }
+/** A statement's rows, and for one that writes, how many rows it changed. */
+export type Outcome = { rows: unknown[], changes?: number } | { error: ErrorDescription }
+export type BatchResult =
+  | { id: number, outcomes: Outcome[] }
+  | { id: number, expired: true }
+  | { id: number, failed: ErrorDescription }
+
+export const toError = ({ code, message }: ErrorDescription): Error => Object.assign(new Error(message), { code })
+
+export const describeError = (error: unknown): ErrorDescription => {
+  const { code, message } = error as { code?: unknown, message?: unknown }
+  return { code: typeof code === 'string' ? code : undefined, message: String(message ?? error) }
+}
+
+/** Milliseconds of a clock that never steps, the same in every thread: deadlines cross threads. */
+export const monotonicMs = (): number => Number(process.hrtime.bigint() / 1_000_000n)

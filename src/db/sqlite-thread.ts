@@ -1,0 +1,195 @@
+/**
+ * The thread side of the SQLite worker: starts it, sends it batches with a deadline, replaces it
+ * should it stop, and watches the WAL grow while another connection holds a read open.
+ */
+import { once } from 'node:events'
+import { stat } from 'node:fs/promises'
+import { Worker } from 'node:worker_threads'
+import type { MigrationOutcome } from './migrate.js'
+import { monotonicMs, toError, type Batch, type BatchResult, type ErrorDescription, type WorkerMessage } from './sqlite-protocol.js'
+import type { OutageLogger } from './unavailable.js'
+
+export interface SqliteWorker {
+  /** Sends queries as one batch; resolves with its result, or `expired` past `timeoutMs`. */
+  send: (kind: Batch['kind'], queries: Array<{ sql: string, parameters: readonly unknown[] }>, timeoutMs: number) => Promise<BatchResult>
+  /** What opening did to the schema. */
+  migrations: MigrationOutcome
+  close: () => Promise<void>
+}
+
+/** One worker thread, and the batches it has yet to answer. */
+interface WorkerThread {
+  /** Sends a batch; `answer` hears its result, or that the worker stopped. */
+  post: (batch: Batch, answer: (result: BatchResult) => void) => void
+  /** Stops waiting for a batch's answer. */
+  forget: (id: number) => void
+  close: () => Promise<void>
+  /** What opening did to the schema. */
+  migrations: MigrationOutcome
+}
+
+const describeStop = (error: Error): ErrorDescription =>
+  ({ code: 'SQLITE_CANTOPEN', message: `the SQLite worker stopped: ${error.message}` })
+
+/**
+ * Starts a worker and waits until it has opened and migrated the file. `reopening` opens only a
+ * file that is there, so that a deleted database is never replaced by an empty one.
+ */
+async function startWorker (filename: string, reopening: boolean, stopped: (error: Error) => void): Promise<WorkerThread> {
+  const worker = new Worker(new URL('./sqlite-worker.js', import.meta.url), { name: 'sqlite', workerData: { filename, reopening } })
+  const [started] = await Promise.race([
+    once(worker, 'message'),
+    once(worker, 'error').then(([error]) => [{ type: 'failed', error }]),
+    once(worker, 'exit').then(([code]) => [{ type: 'failed', error: { message: `the SQLite worker stopped: exit code ${code}` } }])
+  ])
+  if (started.type !== 'ready') {
+    await worker.terminate()
+    throw toError(started.error)
+  }
+
+  const waiting = new Map<number, (result: BatchResult) => void>()
+  let stop: Error | undefined
+  worker.on('message', (result: BatchResult) => {
+    const answer = waiting.get(result.id)
+    waiting.delete(result.id)
+    answer?.(result)
+  })
+  const die = (error: Error) => {
+    if (stop !== undefined) return
+    stop = error
+    for (const [id, answer] of waiting) answer({ id, failed: describeStop(error) })
+    waiting.clear()
+    stopped(error)
+  }
+  worker.on('error', die)
+  worker.on('exit', (code) => die(new Error(`exit code ${code}`)))
+
+  return {
+    migrations: started.migrations,
+    post (batch, answer) {
+      if (stop !== undefined) {
+        answer({ id: batch.id, failed: describeStop(stop) })
+        return
+      }
+      waiting.set(batch.id, answer)
+      worker.postMessage(batch)
+    },
+    forget: (id) => { waiting.delete(id) },
+    async close () {
+      if (stop !== undefined) return
+      stop = new Error('closed')
+      worker.removeAllListeners('exit')
+      worker.postMessage({ type: 'close' } satisfies WorkerMessage)
+      const exited = once(worker, 'exit')
+      const timer = setTimeout(() => { worker.terminate().catch(() => {}) }, 2000)
+      await exited
+      clearTimeout(timer)
+    }
+  }
+}
+
+/** A WAL this large has not been checkpointed for a while: some open read still needs it. */
+const WAL_HELD_BACK_BYTES = 64 * 1024 * 1024
+const WAL_CHECK_INTERVAL_MS = 1000
+
+/**
+ * One warning as the WAL grows past WAL_HELD_BACK_BYTES and one line as it is back under, so that a
+ * read held open by mistake is found before the disk fills. The size is read off the event loop.
+ */
+function watchWalSize (filename: string, log: OutageLogger): () => void {
+  let warned = false
+  let checking = false
+  const timer = setInterval(() => {
+    if (checking) return
+    checking = true
+    stat(`${filename}-wal`).then(({ size: walBytes }) => {
+      if (!warned && walBytes > WAL_HELD_BACK_BYTES) {
+        warned = true
+        log.warn({ walBytes }, 'the SQLite WAL keeps growing: another connection is likely holding a read open (a backup, a sqlite3 shell in a transaction), and the WAL grows with every write until it ends')
+      } else if (warned && walBytes <= WAL_HELD_BACK_BYTES) {
+        warned = false
+        log.info({ walBytes }, 'the SQLite WAL is small again: the read that held it back has ended')
+      }
+    }, () => {}).finally(() => { checking = false })
+  }, WAL_CHECK_INTERVAL_MS).unref()
+  return () => { clearInterval(timer) }
+}
+
+/** How often, at most, a stopped worker's file is tried again while it cannot be opened. */
+const REOPEN_INTERVAL_MS = 1000
+
+export async function openSqliteWorker (filename: string, log: OutageLogger): Promise<SqliteWorker> {
+  /**
+   * Should the worker stop, what it was asked answers 503 at once, and the next request opens the
+   * file on a new worker. An in-memory database goes with its worker.
+   */
+  const workerStopped = (error: Error) => {
+    worker = undefined
+    log.error({ err: error }, filename === ':memory:'
+      ? 'the SQLite worker stopped; an in-memory database cannot be reopened, so it stays unavailable until a restart'
+      : 'the SQLite worker stopped; the database will be reopened when needed')
+  }
+  let worker: Promise<WorkerThread> | undefined = startWorker(filename, false, workerStopped)
+  const { migrations } = await worker
+  const stopWatchingWal = filename === ':memory:' ? () => {} : watchWalSize(filename, log)
+  let closed = false
+  let lastFailure: { error: Error, at: number } | undefined
+
+  async function currentWorker (): Promise<WorkerThread> {
+    if (worker !== undefined) return await worker
+    if (closed) throw new Error('the database is closed')
+    if (filename === ':memory:') throw new Error('the SQLite worker stopped, and an in-memory database cannot be reopened')
+    if (lastFailure !== undefined && monotonicMs() - lastFailure.at < REOPEN_INTERVAL_MS) throw lastFailure.error
+    const opening = startWorker(filename, true, workerStopped)
+    worker = opening
+    try {
+      const opened = await opening
+      log.info({}, 'the SQLite database is open again')
+      lastFailure = undefined
+      return opened
+    } catch (error) {
+      if (worker === opening) worker = undefined
+      const failure = new Error(`the SQLite worker stopped, and ${filename} could not be opened again: ${(error as Error).message}`)
+      if (lastFailure === undefined) log.error({ err: error }, `${filename} could not be opened again; it will be tried again when needed, at most once a second`)
+      lastFailure = { error: failure, at: monotonicMs() }
+      throw failure
+    }
+  }
+
+  let nextId = 0
+  function send (kind: Batch['kind'], queries: Array<{ sql: string, parameters: readonly unknown[] }>, timeoutMs: number): Promise<BatchResult> {
+    const id = nextId++
+    const batch: Batch = { type: 'batch', id, kind, queries: queries.map(({ sql, parameters }) => ({ sql, parameters })), deadline: monotonicMs() + timeoutMs }
+    return new Promise((resolve) => {
+      let thread: WorkerThread | undefined
+      let answered = false
+      const answer = (result: BatchResult) => {
+        answered = true
+        clearTimeout(timer)
+        resolve(result)
+      }
+      const timer = setTimeout(() => {
+        thread?.forget(id)
+        answer({ id, expired: true })
+      }, timeoutMs)
+      // Whatever keeps a worker from being had (closed, in memory, not reopened) is the database unavailable.
+      currentWorker().then((current) => {
+        if (answered) return
+        thread = current
+        current.post(batch, answer)
+      }, (error: Error) => answer({ id, failed: { code: 'SQLITE_CANTOPEN', message: error.message } }))
+    })
+  }
+
+  return {
+    send,
+    migrations,
+    async close () {
+      closed = true
+      stopWatchingWal()
+      const current = worker
+      worker = undefined
+      await (await current?.catch(() => undefined))?.close()
+    }
+  }
+}

@@ -1,0 +1,48 @@
+/**
+ * At most MAX_FILES_SENT files being sent at once, since each holds a descriptor until its client
+ * has read it all; past it a route that sends files answers 503
+ * (docs/decisions/0010-files-sent-at-once.md).
+ */
+import { Readable } from 'node:stream'
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
+import fp from 'fastify-plugin'
+import { AppError } from '../plugins/app/errors.js'
+
+const MAX_FILES_SENT = 64
+
+class TooManyFilesError extends AppError {
+  constructor () {
+    super('Too many files are being sent: try again shortly', 503, { 'retry-after': '1' })
+  }
+}
+
+export interface FileBound {
+  /** Takes a place for a request to a route that sends files, or says there is none. */
+  admit: (request: FastifyRequest, reply: FastifyReply) => Error | undefined
+  /** Gives the place back once the file sent is closed, if that comes before the answer's end. */
+  sending: (request: FastifyRequest, payload: unknown) => void
+}
+
+export function boundFilesSent (): FileBound {
+  let sending = 0
+  /** The requests holding a place, by their Node request: each gives it back once. */
+  const holding = new WeakSet<object>()
+  const release = (request: object) => { if (holding.delete(request)) sending-- }
+  return {
+    admit (request, reply) {
+      if (sending >= MAX_FILES_SENT) return new TooManyFilesError()
+      sending++
+      holding.add(request.raw)
+      reply.raw.once('close', () => { release(request.raw) })
+      return undefined
+    },
+    sending (request, payload) {
+      if (payload instanceof Readable) payload.once('close', () => { release(request.raw) })
+    }
+  }
+}
+
+/** Marks every route the scope it is registered in declares from then on as one that sends files. */
+export const sendsFiles = fp(async (scope: FastifyInstance) => {
+  scope.addHook('onRoute', (route) => { route.config = { ...route.config, sendsFiles: true } })
+}, { name: 'sends-files' })

@@ -1,0 +1,54 @@
+/** The contract of `POST /users`. */
+import { Type } from 'typebox'
+import { errorResponse, type HeaderSchema, refTo } from '../common.schemas.js'
+import { databaseUnavailable, invalid, NewUser, tooLarge, unsupported } from './user.schemas.js'
+
+const IdempotencyKey = Type.Object({
+  'idempotency-key': Type.Optional(Type.String({
+    minLength: 1,
+    maxLength: 255,
+    pattern: '^[\\x21-\\x7e]+$',
+    description: 'Makes the request safe to retry (IETF draft `Idempotency-Key`): a retry with the same key and the same body is answered ' +
+      'as the first was, and stores nothing new. Use a new random value, a UUID say, for each user to create; keys are kept 24 hours ' +
+      '(`IDEMPOTENCY_KEY_TTL`).',
+    examples: ['8e03978e-40d5-43e8-bc93-6894a57f9324']
+  }))
+})
+const LOCATION: HeaderSchema = { type: 'string', description: 'The new user\'s URL, `/users/{id}`.' }
+const REPLAYED: HeaderSchema = {
+  type: 'string',
+  description: '`true` when the answer is the one given to an earlier request with the same `Idempotency-Key`; nothing new was stored.',
+  required: false
+}
+export const CreateUserSchema = {
+  summary: 'Store a new user',
+  description: 'Stores `name` and `email` under the next integer id and answers with the body exactly as sent. ' +
+    '`Location` points at the new user. A 201 means the user is committed.',
+  operationId: 'createUser',
+  tags: ['users'],
+  headers: IdempotencyKey,
+  body: refTo(NewUser),
+  response: {
+    201: refTo(NewUser, {
+      description: 'Stored: the body exactly as sent, byte for byte; on a retry with the same `Idempotency-Key`, the first answer again.',
+      headers: { Location: LOCATION, 'Idempotent-Replayed': REPLAYED }
+    }),
+    400: invalid,
+    409: errorResponse('A request with this `Idempotency-Key` is still being answered by this instance; retry shortly.'),
+    422: errorResponse('This `Idempotency-Key` was used with a different body.'),
+    413: tooLarge,
+    415: unsupported,
+    503: databaseUnavailable,
+    507: errorResponse('Every user id, 1 to 2,147,483,647, is taken: no more users can be stored.')
+  }
+}
+
+/** The 201's `Location` is the new user's `GET /users/{id}`. */
+export const createUserLinks = {
+  201: {
+    GetCreatedUser: {
+      operationId: 'getUser',
+      description: 'The `Location` header of the answer, `/users/{id}`, is this operation\'s URL for the new user.'
+    }
+  }
+}

@@ -1,0 +1,125 @@
+import assert from 'node:assert/strict'
+import { test } from 'node:test'
+import { ConfigError, loadConfig } from '../../src/config/config.js'
+
+test('defaults: port 3000 on all interfaces, SQLite under data/, no auth, any origin', () => {
+  const config = loadConfig({})
+  assert.equal(config.port, 3000)
+  assert.equal(config.host, '0.0.0.0')
+  assert.deepEqual(config.database, { dialect: 'sqlite', filename: 'data/app.db' })
+  assert.equal(config.auth, 'off')
+  assert.equal(config.corsOrigin, true)
+  assert.equal(config.logLevel, 'info')
+  assert.equal(config.bodyLimit, 1048576)
+  assert.equal(config.staticDir, 'public')
+  assert.equal(config.production, false)
+})
+
+test('values are read from the environment and converted', () => {
+  const config = loadConfig({
+    PORT: '8080',
+    HOST: '127.0.0.1',
+    DATABASE_URL: 'postgres://app:secret@db.internal:5432/users',
+    CORS_ORIGIN: 'https://a.example.com,https://b.example.com:8443',
+    LOG_LEVEL: 'debug',
+    BODY_LIMIT: '2048',
+    STATIC_DIR: 'assets'
+  })
+  assert.equal(config.port, 8080)
+  assert.equal(config.host, '127.0.0.1')
+  assert.deepEqual(config.database, { dialect: 'postgres', connectionString: 'postgres://app:secret@db.internal:5432/users', poolSize: 10 })
+  assert.deepEqual(loadConfig({ DATABASE_URL: 'postgres://db/users', DATABASE_POOL_SIZE: '25' }).database,
+    { dialect: 'postgres', connectionString: 'postgres://db/users', poolSize: 25 })
+  assert.deepEqual(config.corsOrigin, ['https://a.example.com', 'https://b.example.com:8443'])
+  assert.equal(config.bodyLimit, 2048)
+  assert.deepEqual(loadConfig({ DATABASE_URL: 'sqlite::memory:' }).database, { dialect: 'sqlite', filename: ':memory:' })
+})
+
+test('AUTH=writes or all needs JWT_SECRET, for with a generated one no client could get a token', () => {
+  for (const mode of ['writes', 'all']) {
+    assert.throws(() => loadConfig({ AUTH: mode }), new RegExp(`^ConfigError: JWT_SECRET is required when AUTH=${mode}$`))
+    assert.equal(loadConfig({ AUTH: mode, JWT_SECRET: 'a-secret' }).auth, mode)
+  }
+})
+
+test('in production JWT_SECRET must be at least 32 bytes', () => {
+  assert.throws(() => loadConfig({ NODE_ENV: 'production', JWT_SECRET: 's'.repeat(31) }),
+    /^ConfigError: JWT_SECRET must be at least 32 bytes when NODE_ENV=production$/)
+  assert.equal(loadConfig({ NODE_ENV: 'production', JWT_SECRET: 'é'.repeat(16) }).jwt.secret, 'é'.repeat(16), 'bytes, not characters')
+  assert.equal(loadConfig({ JWT_SECRET: 'short' }).jwt.secret, 'short', 'outside production a short secret is allowed')
+})
+
+test('an empty variable counts as unset', () => {
+  assert.equal(loadConfig({ PORT: '' }).port, 3000)
+})
+
+test('a bad value is refused with one line naming the variable', () => {
+  const cases: Array<[Record<string, string>, RegExp]> = [
+    [{ PORT: 'abc' }, /^PORT must be integer \(got "abc"\)$/],
+    [{ PORT: '70000' }, /^PORT must be <= 65535/],
+    [{ PORT: '-1' }, /^PORT must be >= 0/],
+    [{ PORT: '80.5' }, /^PORT must be integer/],
+    [{ DATABASE_URL: 'mysql://localhost/db' }, /^DATABASE_URL must be sqlite:<path>/],
+    [{ DATABASE_URL: 'sqlite:' }, /^DATABASE_URL must be/],
+    [{ DATABASE_URL: 'postgres://' }, /^DATABASE_URL must be/],
+    [{ AUTH: 'sometimes' }, /^AUTH must be one of off, writes, all \(got "sometimes"\)$/],
+    [{ LOG_LEVEL: 'loud' }, /^LOG_LEVEL must be one of fatal, error, warn, info, debug, trace, silent/],
+    [{ BODY_LIMIT: '0' }, /^BODY_LIMIT must be >= 1/],
+    [{ DATABASE_POOL_SIZE: '0' }, /^DATABASE_POOL_SIZE must be >= 1/],
+    [{ BODY_LIMIT: '1MB' }, /^BODY_LIMIT must be integer/],
+    [{ CORS_ORIGIN: 'example.com' }, /^CORS_ORIGIN must be a comma-separated list of origins/],
+    [{ CORS_ORIGIN: 'https://example.com/path' }, /^CORS_ORIGIN /],
+    [{ TRUST_PROXY: 'yes' }, /^TRUST_PROXY must be off, a hop count from 1 to 99, or a comma-separated list of addresses and networks/],
+    [{ TRUST_PROXY: '10.0.0.0/33' }, /^TRUST_PROXY must be/],
+    [{ TRUST_PROXY: '0' }, /^TRUST_PROXY must be/]
+  ]
+  for (const [env, message] of cases) {
+    assert.throws(() => loadConfig(env), (error: Error) => {
+      assert.ok(error instanceof ConfigError)
+      assert.match(error.message, message)
+      assert.doesNotMatch(error.message, /\n/)
+      return true
+    }, JSON.stringify(env))
+  }
+})
+
+test('SHUTDOWN_DRAIN_MS is 5000 in production and 0 elsewhere, unless set', () => {
+  assert.equal(loadConfig({}).shutdownDrainMs, 0)
+  assert.equal(loadConfig({ NODE_ENV: 'production', JWT_SECRET: 'x'.repeat(32) }).shutdownDrainMs, 5000)
+  assert.equal(loadConfig({ NODE_ENV: 'production', JWT_SECRET: 'x'.repeat(32), SHUTDOWN_DRAIN_MS: '0' }).shutdownDrainMs, 0)
+  assert.equal(loadConfig({ SHUTDOWN_DRAIN_MS: '250' }).shutdownDrainMs, 250)
+})
+
+test('TRUST_PROXY is off by default, or a hop count, or addresses and networks', () => {
+  assert.equal(loadConfig({}).trustProxy, false)
+  assert.equal(loadConfig({ TRUST_PROXY: '2' }).trustProxy, 2)
+  assert.deepEqual(loadConfig({ TRUST_PROXY: '10.0.0.0/8, 127.0.0.1,::1' }).trustProxy, ['10.0.0.0/8', '127.0.0.1', '::1'])
+})
+
+test('a database URL, a Redis URL or a secret is never echoed back in a refusal, for it may hold a password', () => {
+  const refusals: Array<Record<string, string>> = [
+    { DATABASE_URL: 'mysql://root:hunter2@db/x' },
+    { DATABASE_URL: 'postgres://root:hunter2@' },
+    { DATABASE_URL: 'postgresql://root:hunter2@:5432/x' },
+    { DATABASE_URL: 'postgres:root:hunter2@db/x' },
+    { DATABASE_URL: 'hunter2' },
+    { DATABASE_URL: 'postgres://root:hunter2@db/x', DATABASE_POOL_SIZE: '0' },
+    { REDIS_URL: 'http://:hunter2@redis:6379', RATE_LIMIT_MAX: '10' },
+    { REDIS_URL: 'hunter2', RATE_LIMIT_MAX: '10' },
+    { NODE_ENV: 'production', JWT_SECRET: 'hunter2' }
+  ]
+  for (const environment of refusals) {
+    assert.throws(() => loadConfig(environment), (error: Error) => error instanceof ConfigError && !error.message.includes('hunter2'), JSON.stringify(environment))
+  }
+})
+
+test('production requires JWT_SECRET; elsewhere a random per-process secret is generated', () => {
+  assert.throws(() => loadConfig({ NODE_ENV: 'production' }), /^ConfigError: JWT_SECRET is required when NODE_ENV=production$/)
+  assert.deepEqual(loadConfig({ NODE_ENV: 'production', JWT_SECRET: 's'.repeat(32) }).jwt, { secret: 's'.repeat(32), generated: false })
+
+  const first = loadConfig({}).jwt
+  const second = loadConfig({}).jwt
+  assert.equal(first.generated, true)
+  assert.ok(first.secret.length >= 32)
+  assert.notEqual(first.secret, second.secret)
+})

@@ -1,0 +1,136 @@
+import assert from 'node:assert/strict'
+import { test } from 'node:test'
+import SwaggerParser from '@apidevtools/swagger-parser'
+import { Document, Spectral, type RulesetDefinition } from '@stoplight/spectral-core'
+import Parsers from '@stoplight/spectral-parsers'
+import { oas } from '@stoplight/spectral-rulesets'
+import { openApiDocument, testApp } from '../helpers.js'
+
+const operations = [
+  ['get', '/'], ['get', '/custom'], ['get', '/users'], ['post', '/users'],
+  ['get', '/users/{id}'], ['post', '/users/{id}'], ['get', '/health'], ['get', '/ready'], ['get', '/metrics']
+] as const
+
+test('the OpenAPI document is valid OpenAPI 3 at version 1.0.0', async (t) => {
+  const document = await openApiDocument(t)
+  assert.match(document.openapi, /^3\./)
+  assert.equal(document.info.version, '1.0.0')
+  await SwaggerParser.validate(structuredClone(document))
+})
+
+test('every route is documented with a summary, an operationId, a tag, and its error responses as the named Error', async (t) => {
+  const document = await openApiDocument(t)
+  const documented = Object.entries(document.paths).flatMap(([path, methods]) =>
+    Object.keys(methods as object).map((method) => `${method} ${path}`))
+  assert.deepEqual(documented.sort(), operations.map(([method, path]) => `${method} ${path}`).sort())
+
+  for (const [method, path] of operations) {
+    const operation = document.paths[path][method]
+    assert.ok(operation.summary, `${method} ${path} has a summary`)
+    assert.ok(operation.operationId, `${method} ${path} has an operationId`)
+    assert.equal(operation.tags?.length, 1, `${method} ${path} has a tag`)
+    for (const [status, response] of Object.entries<any>(operation.responses)) {
+      assert.ok(response.description, `${method} ${path} ${status} is described`)
+      assert.equal(response.headers['X-Request-Id'].required, true, `${method} ${path} ${status} carries X-Request-Id`)
+      if (Number(status) >= 400) {
+        assert.deepEqual(response.content['application/json'].schema, { $ref: '#/components/schemas/Error' }, `${method} ${path} ${status}`)
+      }
+    }
+  }
+  const statuses = (method: string, path: string) => Object.keys(document.paths[path][method].responses).sort()
+  assert.deepEqual(statuses('post', '/users'), ['201', '400', '409', '413', '415', '422', '500', '503', '507'])
+  assert.deepEqual(statuses('get', '/users/{id}'), ['200', '304', '400', '404', '500', '503'])
+  assert.deepEqual(statuses('get', '/'), ['200', '500', '503'])
+  assert.deepEqual(statuses('get', '/ready'), ['200', '500', '503'])
+  assert.deepEqual(statuses('get', '/health'), ['200', '500'])
+})
+
+test('rate limiting and tokens, when on, are declared on the operations they guard, with their headers', async (t) => {
+  const document = await openApiDocument(t, { RATE_LIMIT_MAX: '10', AUTH: 'writes', JWT_SECRET: 'a-secret' })
+  const responses = (method: string, path: string) => document.paths[path][method].responses
+  for (const [method, path] of operations.filter(([, path]) => !['/health', '/ready', '/metrics'].includes(path))) {
+    const limited = responses(method, path)['429']
+    assert.ok(limited, `${method} ${path} declares 429`)
+    assert.equal(limited.headers['Retry-After'].required, true)
+    assert.equal(limited.headers['RateLimit-Remaining'].required, false, 'a request shed for overload never reaches the limiter')
+  }
+  assert.equal(responses('get', '/health')['429'], undefined, 'health is not rate-limited')
+  assert.equal(responses('post', '/users')['401'].headers['WWW-Authenticate'].required, true)
+  assert.equal(responses('get', '/users')['401'], undefined, 'reads need no token under AUTH=writes')
+})
+
+test('the document names its schemas, closes the answers the contract fixes, and links a 201 to its user', async (t) => {
+  const document = await openApiDocument(t)
+  const schemas = document.components.schemas
+  assert.deepEqual(Object.keys(schemas).sort(), ['Error', 'Greeting', 'NewUser', 'Status', 'User', 'UserSummary', 'UserToValidate', 'ValidatedUser'])
+  for (const name of ['Error', 'User', 'UserSummary', 'UserToValidate', 'ValidatedUser']) {
+    assert.equal(schemas[name].additionalProperties, false, `${name} is closed`)
+  }
+  assert.notEqual(schemas.NewUser.additionalProperties, false, 'a new user may carry other properties, echoed back')
+  for (const [name, schema] of Object.entries<any>(schemas)) assert.ok(schema.examples?.length > 0, `${name} has an example`)
+
+  const create = document.paths['/users'].post
+  assert.deepEqual(create.requestBody.content['application/json'].schema, { $ref: '#/components/schemas/NewUser' })
+  assert.equal(create.responses['201'].headers.Location.required, true)
+  assert.equal(create.responses['201'].links.GetCreatedUser.operationId, 'getUser')
+  assert.deepEqual(document.paths['/users'].get.responses['200'].content['application/json'].schema.items, { $ref: '#/components/schemas/UserSummary' })
+  assert.equal(document.paths['/users'].get.responses['200'].headers['X-Total-Count'].required, true)
+  assert.deepEqual(document.paths['/users/{id}'].post.responses['200'].content['application/json'].schema, { $ref: '#/components/schemas/ValidatedUser' })
+  assert.match(schemas.NewUser.description, /`__proto__` key.*refused/)
+  assert.match(schemas.NewUser.properties.email.description, /RFC 5321/)
+})
+
+test('the request schemas of POST /users/{id} are in the document as validated', async (t) => {
+  const document = await openApiDocument(t)
+  const operation = document.paths['/users/{id}'].post
+  const parameters = Object.fromEntries(operation.parameters.map((parameter: any) => [`${parameter.in}:${parameter.name}`, parameter.schema]))
+  assert.equal(parameters['path:id'].pattern, '^[0-9a-fA-F]{24}$')
+  assert.equal(parameters['query:limit'].default, 10)
+  assert.equal(parameters['query:offset'].default, 0)
+  const required = Object.fromEntries(operation.parameters.map((parameter: any) => [parameter.name, parameter.required]))
+  assert.deepEqual(required, { id: true, limit: false, offset: false }, 'a parameter with a default may be left out')
+  assert.deepEqual(operation.requestBody.content['application/json'].schema, { $ref: '#/components/schemas/UserToValidate' })
+  const body = document.components.schemas.UserToValidate
+  assert.deepEqual(body.required, ['name', 'email'])
+  assert.equal(body.additionalProperties, false)
+  assert.equal(body.properties.email.format, 'email')
+  assert.equal(body.properties.age.minimum, 0)
+})
+
+/** The document under each setting that changes it: tokens and rate limiting off, and on. */
+const documentSettings: Array<Record<string, string>> = [{ AUTH: 'off' }, { AUTH: 'all', JWT_SECRET: 'a-secret', RATE_LIMIT_MAX: '10' }]
+
+test('the OpenAPI document is clean under Spectral\'s spectral:oas ruleset, whatever the settings', async (t) => {
+  const spectral = new Spectral()
+  // spectral:oas, as `extends: spectral:oas` in a .spectral.yaml gives it: its recommended rules.
+  spectral.setRuleset({ extends: [[oas as RulesetDefinition, 'recommended']] })
+  for (const settings of documentSettings) {
+    const results = await spectral.run(new Document(JSON.stringify(await openApiDocument(t, settings)), Parsers.Json))
+    assert.deepEqual(results.map((result) => `${result.code} at ${result.path.join('.')}: ${result.message}`), [], JSON.stringify(settings))
+  }
+})
+
+test('the docs UI is served by the service itself, with no asset from elsewhere', async (t) => {
+  const app = await testApp(t)
+  const page = await app.inject('/documentation/')
+  assert.equal(page.statusCode, 200)
+  assert.match(String(page.headers['content-type']), /^text\/html/)
+  const assets = [...page.body.matchAll(/(?:src|href)="([^"]+)"/g)].map((match) => match[1] as string)
+  assert.ok(assets.length > 0)
+  for (const asset of assets) {
+    assert.doesNotMatch(asset, /^(https?:)?\/\//, `${asset} is served locally`)
+    const loaded = await app.inject(new URL(asset, 'http://localhost/documentation/').pathname)
+    assert.equal(loaded.statusCode, 200, asset)
+  }
+  const initializer = await app.inject('/documentation/static/swagger-initializer.js')
+  assert.match(initializer.body, /validatorUrl: null/)
+  assert.equal((await app.inject('/documentation')).statusCode, 200)
+})
+
+test('the docs page\'s former address, /documentation/static/index.html, leads to it in one redirect, with or without a query', async (t) => {
+  const app = await testApp(t)
+  for (const url of ['/documentation/static/index.html', '/documentation/static/index.html?utm_source=mail']) {
+    const former = await app.inject(url)
+    assert.deepEqual([former.statusCode, former.headers.location], [302, '/documentation/'], url)
+  }
+})

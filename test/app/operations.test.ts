@@ -1,0 +1,147 @@
+import assert from 'node:assert/strict'
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
+import { join } from 'node:path'
+import { describe, test } from 'node:test'
+import { createSigner } from 'fast-jwt'
+import openapiTS, { astToString } from 'openapi-typescript'
+import parsePrometheusTextFormat from 'parse-prometheus-text-format'
+import ts from 'typescript'
+import { OPENAPI_FILE, renderOpenApiDocument } from '../../scripts/openapi-document.js'
+import { captureLogs, postJson, testApp, testAppOn, testDatabases } from '../helpers.js'
+import { behindPgBouncer } from '../pgbouncer.js'
+import { repositoryRoot } from '../process.js'
+
+for (const database of [...testDatabases, behindPgBouncer]) {
+  describe(`metrics on ${database.name}`, { skip: database.skip }, () => {
+    test('GET /metrics is Prometheus text: requests by method, route pattern and status, latency per route, process and event-loop metrics', async (t) => {
+      const app = await testAppOn(t, database)
+      await app.inject('/users/41')
+      await app.inject('/users/42')
+      await postJson(app, '/users', { name: 'Ada', email: 'ada@example.com' })
+      await app.inject('/no/such/route')
+
+      const response = await app.inject('/metrics')
+      assert.equal(response.statusCode, 200)
+      assert.match(String(response.headers['content-type']), /^text\/plain; version=0\.0\.4/)
+      const families = new Map(parsePrometheusTextFormat(response.body).map((family) => [family.name, family]))
+
+      const requests = families.get('http_requests_total')
+      assert.equal(requests?.type, 'COUNTER')
+      const count = (labels: Record<string, string>) => requests?.metrics.find((sample) =>
+        Object.entries(labels).every(([key, value]) => sample.labels?.[key] === value))?.value
+      assert.equal(count({ method: 'GET', route: '/users/:id', status_code: '404' }), '2', 'the route pattern, not the raw URL')
+      assert.equal(count({ method: 'POST', route: '/users', status_code: '201' }), '1')
+      assert.equal(count({ route: 'unmatched', status_code: '404' }), '1')
+      assert.ok(!requests?.metrics.some((sample) => sample.labels?.route?.includes('42')), 'no id in any label')
+
+      const latency = families.get('http_request_duration_seconds')
+      assert.equal(latency?.type, 'HISTOGRAM')
+      assert.ok(Object.keys(latency?.metrics[0]?.buckets ?? {}).includes('0.001'))
+      assert.match(response.body, /^http_request_duration_seconds_bucket\{le="0\.005",method="GET",route="\/users\/:id"\} \d+$/m, 'one histogram per method and route')
+      const sample = (name: string) => Number(new RegExp(`^${name}\\{(?:le="([^"]+)",)?method="GET",route="/users/:id"\\} (\\S+)$`, 'm').exec(response.body)?.[2])
+      const cumulative = [...response.body.matchAll(/^http_request_duration_seconds_bucket\{le="[^"]+",method="GET",route="\/users\/:id"\} (\d+)$/gm)].map((match) => Number(match[1]))
+      assert.equal(cumulative.length, 13, 'twelve bounds and +Inf')
+      assert.deepEqual(cumulative, [...cumulative].sort((a, b) => a - b), 'buckets are cumulative')
+      assert.equal(cumulative.at(-1), 2, '+Inf counts every answer')
+      assert.equal(sample('http_request_duration_seconds_count'), 2)
+      assert.ok(sample('http_request_duration_seconds_sum') > 0)
+
+      for (const name of ['process_cpu_user_seconds_total', 'process_resident_memory_bytes', 'nodejs_eventloop_lag_seconds', 'nodejs_heap_size_used_bytes']) {
+        assert.ok(families.has(name), name)
+      }
+      const pool = ['db_pool_connections_open', 'db_pool_connections_idle', 'db_pool_connections_waiting']
+      if (database.name !== 'SQLite') {
+        for (const name of pool) assert.equal(families.get(name)?.type, 'GAUGE', name)
+        assert.ok(Number(families.get('db_pool_connections_open')?.metrics[0]?.value) >= 1)
+      } else {
+        for (const name of pool) assert.ok(!families.has(name), `${name}: SQLite has no pool`)
+      }
+    })
+  })
+}
+
+test('METRICS=off removes the route', async (t) => {
+  const app = await testApp(t, { METRICS: 'off' })
+  assert.equal((await app.inject('/metrics')).statusCode, 404)
+})
+
+test('/metrics follows AUTH like the API', async (t) => {
+  const secret = 'metrics-secret'
+  const token = createSigner({ key: secret, expiresIn: 60_000 })({ sub: 'prometheus' })
+  assert.equal((await (await testApp(t, { AUTH: 'writes', JWT_SECRET: secret })).inject('/metrics')).statusCode, 200)
+  const protectedApp = await testApp(t, { AUTH: 'all', JWT_SECRET: secret })
+  assert.equal((await protectedApp.inject('/metrics')).statusCode, 401)
+  assert.equal((await protectedApp.inject({ url: '/metrics', headers: { authorization: `Bearer ${token}` } })).statusCode, 200)
+})
+
+test('the committed openapi.json is exactly what the service serves (run npm run openapi after changing a route)', async () => {
+  assert.equal(readFileSync(OPENAPI_FILE, 'utf8'), await renderOpenApiDocument())
+})
+
+test('types generated by openapi-typescript from openapi.json give a sample client typed calls', async (t) => {
+  // Inside node_modules so that the sample client resolves openapi-fetch like a real project.
+  const cache = join(repositoryRoot, 'node_modules', '.cache')
+  mkdirSync(cache, { recursive: true })
+  const folder = mkdtempSync(join(cache, 'openapi-client-'))
+  t.after(() => rmSync(folder, { recursive: true, force: true }))
+
+  writeFileSync(join(folder, 'api.d.ts'), astToString(await openapiTS(OPENAPI_FILE)))
+  writeFileSync(join(folder, 'client.ts'), `
+import createClient from 'openapi-fetch'
+import type { paths } from './api.js'
+
+const client = createClient<paths>({ baseUrl: 'http://localhost:3000' })
+
+export async function sample (): Promise<void> {
+  const created = await client.POST('/users', { body: { name: 'Ada', email: 'ada@example.com' } })
+  const echoed: string | undefined = created.data?.name
+  const listed = await client.GET('/users', { params: { query: { limit: 10 } } })
+  const firstId: number | undefined = listed.data?.[0]?.id
+  const one = await client.GET('/users/{id}', { params: { path: { id: '1' } } })
+  const idAsSent: string | undefined = one.data?.id
+  const refused: string | undefined = one.error?.error
+  // @ts-expect-error name must be a string
+  await client.POST('/users', { body: { name: 123, email: 'ada@example.com' } })
+  // @ts-expect-error email is required
+  await client.POST('/users', { body: { name: 'Ada' } })
+  // @ts-expect-error no such route
+  await client.GET('/people')
+  void [echoed, firstId, idAsSent, refused]
+}
+`)
+  const program = ts.createProgram([join(folder, 'client.ts')], {
+    strict: true, noEmit: true, skipLibCheck: true, target: ts.ScriptTarget.ES2023, module: ts.ModuleKind.NodeNext, moduleResolution: ts.ModuleResolutionKind.NodeNext
+  })
+  const problems = ts.getPreEmitDiagnostics(program).map((diagnostic) => ts.flattenDiagnosticMessageText(diagnostic.messageText, '\n'))
+  assert.deepEqual(problems, [])
+})
+
+test('tokens, authorization headers and passwords never reach a log line', async (t) => {
+  const secret = 'log-redaction-secret-of-enough-length'
+  const token = createSigner({ key: secret, expiresIn: 60_000 })({ sub: 'alice' })
+  const forged = createSigner({ key: 'another-secret', expiresIn: 60_000 })({ sub: 'mallory' })
+  const logs = captureLogs()
+  const app = await testApp(t, { AUTH: 'all', JWT_SECRET: secret, LOG_LEVEL: 'trace' }, logs.stream)
+
+  await app.inject({ url: '/users', headers: { authorization: `Bearer ${token}` } })
+  await app.inject({ url: '/users', headers: { authorization: `Bearer ${forged}` } })
+  await app.inject({ url: '/users', headers: { authorization: 'Basic YWxpY2U6aHVudGVyMg==' } })
+  app.log.info({ headers: { authorization: `Bearer ${token}` }, password: 'hunter2', connectionString: 'postgres://u:hunter2@db/x' }, 'an object a plugin might log')
+  // A driver's error carries its connection's settings one level down, under err.
+  const driverError = Object.assign(new Error('connection refused'), {
+    password: 'hunter2', connectionString: 'postgres://u:hunter2@db/x', token: 'hunter2-token', authorization: 'Basic hunter2', headers: { authorization: 'Bearer hunter2' }
+  })
+  app.log.error({ err: driverError }, 'a driver error')
+
+  const text = logs.lines.map((line) => JSON.stringify(line)).join('\n')
+  assert.ok(logs.lines.length >= 4)
+  for (const secretText of [token, forged, 'YWxpY2U6aHVudGVyMg==', 'hunter2', secret]) {
+    assert.ok(!text.includes(secretText), `${secretText.slice(0, 12)}… appears in the log`)
+  }
+  const logged = logs.lines.find((line) => line.msg === 'an object a plugin might log')
+  assert.equal(logged?.headers.authorization, '[redacted]')
+  assert.equal(logged?.password, '[redacted]')
+  const failed = logs.lines.find((line) => line.msg === 'a driver error')
+  assert.equal(failed?.err.message, 'connection refused')
+  assert.deepEqual([failed?.err.password, failed?.err.connectionString, failed?.err.token, failed?.err.authorization, failed?.err.headers.authorization], Array(5).fill('[redacted]'))
+})

@@ -1,0 +1,120 @@
+import assert from 'node:assert/strict'
+import { test } from 'node:test'
+import { API_SECURITY_HEADERS } from '../../src/plugins/app/security-headers.js'
+import { PAGE_ONLY_HEADERS, captureLogs, getUntil, postJson, testApp } from '../helpers.js'
+
+test('rate limiting is off by default', async (t) => {
+  const app = await testApp(t)
+  for (let i = 0; i < 50; i++) assert.equal((await app.inject('/')).statusCode, 200)
+  assert.equal((await app.inject('/')).headers['ratelimit-limit'], undefined)
+})
+
+test('RATE_LIMIT_MAX limits each client address: 429 with Retry-After and RateLimit headers', async (t) => {
+  const app = await testApp(t, { RATE_LIMIT_MAX: '3', RATE_LIMIT_WINDOW: '1m' })
+  const from = (remoteAddress: string, url = '/') => app.inject({ url, remoteAddress })
+  for (let i = 1; i <= 3; i++) {
+    const allowed = await from('10.0.0.1')
+    assert.equal(allowed.statusCode, 200)
+    assert.equal(allowed.headers['ratelimit-limit'], '3')
+    assert.equal(allowed.headers['ratelimit-remaining'], String(3 - i))
+  }
+  const limited = await from('10.0.0.1', '/users')
+  assert.equal(limited.statusCode, 429)
+  assert.deepEqual(Object.keys(limited.json()), ['error'])
+  assert.match(limited.json().error, /^Rate limit exceeded: retry in/)
+  assert.ok(Number(limited.headers['retry-after']) > 0 && Number(limited.headers['retry-after']) <= 60)
+  assert.equal(limited.headers['ratelimit-remaining'], '0')
+  assert.ok(limited.headers['ratelimit-reset'])
+
+  assert.equal((await from('10.0.0.2')).statusCode, 200, 'another client has its own budget')
+  for (const url of ['/health', '/ready', '/documentation/json', '/index.html']) {
+    assert.equal((await from('10.0.0.1', url)).statusCode, 200, `${url} is exempt`)
+  }
+})
+
+test('a rate window is written like 30s, 1m or 1h', async (t) => {
+  await assert.rejects(testApp(t, { RATE_LIMIT_MAX: '3', RATE_LIMIT_WINDOW: 'a minute' }),
+    /^ConfigError: RATE_LIMIT_WINDOW must be a duration such as 30s, 15m, 1h or 7d \(got "a minute"\)$/)
+})
+
+test('under overload API routes shed with 503 and Retry-After, health stays up, and it recovers by itself', async (t) => {
+  const app = await testApp(t, { OVERLOAD_MAX_EVENT_LOOP_DELAY_MS: '20' })
+  assert.equal((await app.inject('/users')).statusCode, 200)
+
+  // Overload as a burst of CPU-bound work makes it: the loop busy 50 ms between turns, so
+  // that every 10 ms sample of the second overload protection looks at is about 50 ms late.
+  // Not one long freeze: one that begins a few milliseconds before the second closes can go
+  // unrecorded (docs/limits.md, Overload), and then nothing is shed.
+  const busy = (ms: number) => { const until = Date.now() + ms; while (Date.now() < until); }
+  const underLoad = async <T>(request: () => Promise<T>): Promise<T> => { busy(50); return await request() }
+  const until = Date.now() + 5000
+  let shed
+  do shed = await underLoad(() => app.inject('/users'))
+  while (shed.statusCode !== 503 && Date.now() < until)
+  assert.equal(shed.statusCode, 503)
+  assert.deepEqual(shed.json(), { error: 'Service overloaded: try again shortly' })
+  assert.equal(shed.headers['retry-after'], '1')
+  assert.equal((await underLoad(() => postJson(app, '/users', { name: 'Ada', email: 'ada@example.com' }))).statusCode, 503)
+  assert.equal((await underLoad(() => app.inject('/health'))).statusCode, 200, 'liveness is never shed')
+
+  const recovered = await getUntil(app, '/users', 200, 4000, 100)
+  assert.equal(recovered.statusCode, 200, 'recovers once the event loop is free again')
+})
+
+test('JSON answers carry an API\'s security headers, errors included, and none of those only a page needs', async (t) => {
+  const app = await testApp(t)
+  const answers = [
+    await app.inject('/'),
+    await app.inject('/users/999'),
+    await app.inject('/no/such/route'),
+    await app.inject('/custom?age=x'),
+    await postJson(app, `/users/${'a'.repeat(24)}`, { name: 'Ada', email: 'not-an-email' }),
+    await app.inject({ method: 'OPTIONS', url: '/users', headers: { origin: 'https://example.com', 'access-control-request-method': 'POST' } }),
+    await app.inject('/health')
+  ]
+  assert.deepEqual(answers.map((answer) => answer.statusCode), [200, 404, 404, 400, 400, 204, 200])
+  for (const answer of answers) {
+    const where = `${answer.raw.req.method} ${answer.raw.req.url}`
+    assert.deepEqual(Object.fromEntries(Object.keys(API_SECURITY_HEADERS).map((name) => [name, answer.headers[name]])), API_SECURITY_HEADERS, where)
+    assert.equal(answer.headers['content-security-policy'], "default-src 'none'; frame-ancestors 'none'", where)
+    for (const name of [...PAGE_ONLY_HEADERS, 'x-powered-by']) assert.equal(answer.headers[name], undefined, `${where}: ${name}`)
+  }
+})
+
+test('without TRUST_PROXY, X-Forwarded-For is ignored: a client cannot pose as others to escape the rate limit', async (t) => {
+  const logs = captureLogs()
+  const app = await testApp(t, { RATE_LIMIT_MAX: '2', LOG_LEVEL: 'info' }, logs.stream)
+  const statuses = []
+  for (let i = 0; i < 3; i++) {
+    statuses.push((await app.inject({ url: '/', remoteAddress: '10.0.0.1', headers: { 'x-forwarded-for': `203.0.113.${i}` } })).statusCode)
+  }
+  assert.deepEqual(statuses, [200, 200, 429])
+  assert.deepEqual(new Set(logs.lines.filter((line) => line.msg === 'request completed').map((line) => line.client)), new Set(['10.0.0.1']))
+})
+
+test('behind a trusted proxy (TRUST_PROXY), the forwarded client address is the one logged and rate-limited', async (t) => {
+  for (const trust of ['1', '10.0.0.0/8']) {
+    const logs = captureLogs()
+    const app = await testApp(t, { RATE_LIMIT_MAX: '2', LOG_LEVEL: 'info', TRUST_PROXY: trust }, logs.stream)
+    const viaProxy = (client: string) => app.inject({ url: '/', remoteAddress: '10.0.0.1', headers: { 'x-forwarded-for': client } })
+    const statuses = []
+    for (let i = 0; i < 3; i++) statuses.push((await viaProxy(`203.0.113.${i}`)).statusCode)
+    assert.deepEqual(statuses, [200, 200, 200], `TRUST_PROXY=${trust}: each client has its own budget`)
+    assert.deepEqual([(await viaProxy('203.0.113.0')).statusCode, (await viaProxy('203.0.113.0')).statusCode], [200, 429], trust)
+    const clients = logs.lines.filter((line) => line.msg === 'request completed').map((line) => line.client)
+    assert.deepEqual(clients.slice(0, 3), ['203.0.113.0', '203.0.113.1', '203.0.113.2'], trust)
+  }
+  // A proxy outside the trusted networks is not believed.
+  const app = await testApp(t, { RATE_LIMIT_MAX: '1', TRUST_PROXY: '10.0.0.0/8' })
+  const fromElsewhere = (client: string) => app.inject({ url: '/', remoteAddress: '192.0.2.7', headers: { 'x-forwarded-for': client } })
+  assert.deepEqual([(await fromElsewhere('203.0.113.1')).statusCode, (await fromElsewhere('203.0.113.2')).statusCode], [200, 429])
+})
+
+test('an IPv6 client counts by its /64 network: taking another address of its own network takes no fresh budget', async (t) => {
+  const app = await testApp(t, { RATE_LIMIT_MAX: '2' })
+  const from = async (remoteAddress: string) => (await app.inject({ url: '/', remoteAddress })).statusCode
+  assert.deepEqual([await from('2001:db8:1:2::1'), await from('2001:db8:1:2::2'), await from('2001:db8:1:2:ffff::3')], [200, 200, 429])
+  assert.equal(await from('2001:db8:1:3::1'), 200, 'another /64 is another client')
+  assert.deepEqual([await from('::ffff:192.0.2.1'), await from('192.0.2.1'), await from('192.0.2.1')], [200, 200, 429],
+    'an IPv4 client on a dual-stack socket is the same client as over IPv4')
+})
