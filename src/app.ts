@@ -13,6 +13,7 @@ import { serverOptions } from './edge/server-options.js'
 import auth from './plugins/app/auth.js'
 import drain from './plugins/app/drain.js'
 import errors from './plugins/app/errors.js'
+import exposure from './plugins/app/exposure.js'
 import { loggerOptions } from './plugins/app/logging.js'
 import metricsCollection from './plugins/app/metrics.js'
 import overload from './plugins/app/overload.js'
@@ -65,6 +66,7 @@ export async function buildApp (config: Config, options: BuildOptions = {}): Pro
   await app.register(swagger, { auth: config.auth })
   await app.register(storage, { database: config.database, traced: options.tracing !== undefined })
   await app.register(jwt, { jwt: config.jwt })
+  await app.register(exposure, { production: config.production, auth: config.auth, rateLimit: config.rateLimit })
 
   // The API: shed, rate-limited and token-protected, in that order. Tokens are registered before
   // the limiter so that their 401 is declared with the limiter's headers; its hook runs first.

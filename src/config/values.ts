@@ -57,14 +57,21 @@ export function loadSigningSecret (environment: Record<string, string | undefine
   return secret
 }
 
+/** Query parameters of a PostgreSQL URL that carry a credential or a key (node-postgres and libpq's). */
+const CREDENTIAL_PARAMETERS = ['password', 'sslpassword', 'sslkey', 'sslcert', 'sslrootcert', 'passfile']
+
 /**
- * The database URL as it may be shown: any password as `***`, a SQLite file by its absolute path.
+ * The database URL as it may be shown: its password and every credential-bearing parameter as
+ * `***`, a SQLite file by its absolute path.
  */
 export function describeDatabase (database: DatabaseConfig): string {
   if (database.dialect === 'sqlite') return `sqlite:${database.filename === ':memory:' ? ':memory:' : resolve(database.filename)}`
   const url = new URL(database.connectionString)
   if (url.password !== '') url.password = '***'
-  return url.href
+  for (const name of [...url.searchParams.keys()]) {
+    if (CREDENTIAL_PARAMETERS.includes(name.toLowerCase())) url.searchParams.set(name, '***')
+  }
+  return url.href.replaceAll('%2A%2A%2A', '***')
 }
 
 export function parseOrigins (list: string): string[] {

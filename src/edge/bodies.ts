@@ -7,6 +7,7 @@ import { isUtf8 } from 'node:buffer'
 import type { IncomingMessage, ServerResponse } from 'node:http'
 import { errorCodes, type FastifyInstance, type FastifyReply, type FastifyRequest, type HookHandlerDoneFunction } from 'fastify'
 import { AppError } from '../plugins/app/errors.js'
+import { hasDuplicateKeys } from './duplicate-keys.js'
 
 const MAX_BODY_BYTES = 64 * 1024 * 1024
 
@@ -28,6 +29,8 @@ class TooManyBodiesError extends AppError {
 }
 
 const FORBIDDEN_KEY = 'Body has a "__proto__" key, or a "constructor" key holding "prototype", which is not allowed'
+
+const DUPLICATE_KEY = 'Body has a member name twice in one object, which I-JSON (RFC 7493) does not allow'
 
 const UNSUPPORTED_ENCODING = 'Unsupported Media Type: send the body uncompressed, without Content-Encoding'
 
@@ -137,6 +140,7 @@ export function readJsonBodies (app: FastifyInstance, bodyLimit: number): void {
       parseJson(request, text, (error, body) => {
         // Valid JSON that the parser refused holds a key it guards against (prototype poisoning).
         if (error !== null) fail(isJson(text) ? new AppError(FORBIDDEN_KEY, 400) : error)
+        else if (hasDuplicateKeys(text)) fail(new AppError(DUPLICATE_KEY, 400))
         else done(null, body)
       })
     }

@@ -35,7 +35,7 @@ function clientErrorAnswer (error: NodeJS.ErrnoException & { rawPacket?: Buffer 
 /** Answers on a bare socket with the JSON shape, then closes the connection for good. */
 function endWithJson (socket: Socket, statusCode: number, message: string): void {
   const body = JSON.stringify({ error: message })
-  socket.end(`HTTP/1.1 ${statusCode} ${STATUS_CODES[statusCode]}\r\nContent-Type: ${JSON_TYPE}\r\n` +
+  socket.end(`HTTP/1.1 ${statusCode} ${STATUS_CODES[statusCode]}\r\nContent-Type: ${JSON_TYPE}\r\nCache-Control: no-store\r\n` +
     `Content-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`)
   // Closed for good once the answer is out: ending alone leaves the connection half open,
   // holding a descriptor for as long as a client that never reads keeps its side.
@@ -83,7 +83,7 @@ export function answerExpectAndConnect (app: FastifyInstance): void {
     const message = 'Expectation Failed: the only expectation met is Expect: 100-continue'
     logRefusal(app, request.socket, 417, message)
     const body = JSON.stringify({ error: message })
-    response.writeHead(417, { 'content-type': JSON_TYPE, 'content-length': Buffer.byteLength(body) }).end(body)
+        response.writeHead(417, { 'content-type': JSON_TYPE, 'cache-control': 'no-store', 'content-length': Buffer.byteLength(body) }).end(body)
   })
   app.server.on('connect', (_request: IncomingMessage, socket: Socket) => {
     socket.on('error', () => {})

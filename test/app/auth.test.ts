@@ -54,6 +54,38 @@ test('AUTH=writes: every POST needs a bearer token; reads do not', async (t) => 
   assert.equal((await app.inject('/')).statusCode, 200)
 })
 
+test('a protected route checks the token before the body: no 400, 413 or 415 comes before the 401', async (t) => {
+  const app = await appWith(t, 'writes', { BODY_LIMIT: '1024' })
+  const refused = [
+    { payload: { email: 'nope' }, why: 'a body that fails its schema' },
+    { payload: { name: 'Ada', email: 'ada@example.com', padding: 'x'.repeat(4096) }, why: 'a body over BODY_LIMIT' },
+    { payload: 'name=Ada', headers: { 'content-type': 'text/plain' }, why: 'a body that is not JSON' }
+  ]
+  for (const { payload, headers, why } of refused) {
+    for (const url of ['/users', '/users/507f1f77bcf86cd799439011']) {
+      const response = await app.inject({ method: 'POST', url, payload, headers: { ...headers } })
+      assertUnauthorized(response, /^Missing bearer token/)
+      assert.equal(response.json().details, undefined, `${why} on ${url}: no rule is told`)
+    }
+  }
+})
+
+test('with tokens on, an Idempotency-Key is the caller\'s own: another sub\'s same key replays nothing, refuses nothing', async (t) => {
+  const app = await appWith(t, 'writes')
+  const post = (sub: string, body: object) => app.inject({ method: 'POST', url: '/users', payload: body, headers: { ...bearer(token({ sub })), 'idempotency-key': 'order-1' } })
+  const alices = await post('alice', ada)
+  assert.equal(alices.statusCode, 201)
+  const bobs = await post('bob', ada)
+  assert.equal(bobs.statusCode, 201)
+  assert.equal(bobs.headers['idempotent-replayed'], undefined, 'no replay of alice\'s answer')
+  assert.notEqual(bobs.headers.location, alices.headers.location)
+  assert.equal((await post('bob', { name: 'Bob', email: 'bob@example.com' })).statusCode, 422, 'bob\'s own key, reused with another body')
+  assert.equal((await post('carol', { name: 'Carol', email: 'carol@example.com' })).statusCode, 201, 'no 422 across callers')
+  const retried = await post('alice', ada)
+  assert.equal(retried.headers['idempotent-replayed'], 'true')
+  assert.equal(retried.headers.location, alices.headers.location)
+})
+
 test('AUTH=all: every API route needs a token, HEAD included', async (t) => {
   const app = await appWith(t, 'all')
   for (const url of ['/', '/custom?name=x', '/users', '/users/1']) {

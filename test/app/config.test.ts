@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict'
 import { test } from 'node:test'
-import { ConfigError, loadConfig } from '../../src/config/config.js'
+import { ConfigError, describeDatabase, loadConfig } from '../../src/config/config.js'
 
 test('defaults: port 3000 on all interfaces, SQLite under data/, no auth, any origin', () => {
   const config = loadConfig({})
@@ -122,4 +122,12 @@ test('production requires JWT_SECRET; elsewhere a random per-process secret is g
   assert.equal(first.generated, true)
   assert.ok(first.secret.length >= 32)
   assert.notEqual(first.secret, second.secret)
+})
+
+test('a database URL as logged shows no credential: the password and every credential-bearing parameter are masked', () => {
+  const shown = describeDatabase(loadConfig({
+    DATABASE_URL: 'postgres://app:pw1@db.internal:5432/users?password=pw2&sslpassword=pw3&sslkey=/keys/pw4.key&sslmode=verify-full&application_name=api'
+  }).database)
+  for (const secret of ['pw1', 'pw2', 'pw3', 'pw4']) assert.ok(!shown.includes(secret), `${secret} in ${shown}`)
+  assert.equal(shown, 'postgres://app:***@db.internal:5432/users?password=***&sslpassword=***&sslkey=***&sslmode=verify-full&application_name=api')
 })

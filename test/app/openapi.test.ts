@@ -134,3 +134,13 @@ test('the docs page\'s former address, /documentation/static/index.html, leads t
     assert.deepEqual([former.statusCode, former.headers.location], [302, '/documentation/'], url)
   }
 })
+
+test('the docs page fills in no Idempotency-Key: the document offers no value for it, so each person sends their own', async (t) => {
+  const document = await openApiDocument(t)
+  const parameter = document.paths['/users'].post.parameters.find((candidate: { name: string }) => candidate.name === 'idempotency-key')
+  assert.ok(parameter !== undefined)
+  for (const field of ['example', 'examples']) {
+    assert.equal(parameter[field], undefined, field)
+    assert.equal(parameter.schema[field], undefined, `schema.${field}`)
+  }
+})

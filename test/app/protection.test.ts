@@ -118,3 +118,31 @@ test('an IPv6 client counts by its /64 network: taking another address of its ow
   assert.deepEqual([await from('::ffff:192.0.2.1'), await from('192.0.2.1'), await from('192.0.2.1')], [200, 200, 429],
     'an IPv4 client on a dual-stack socket is the same client as over IPv4')
 })
+
+test('a production start with AUTH=off or without RATE_LIMIT_MAX logs one warning naming what is open and what closes it', async (t) => {
+  const production = { NODE_ENV: 'production', JWT_SECRET: 's'.repeat(32), LOG_LEVEL: 'info' }
+  const warnings = async (env: Record<string, string>) => {
+    const logs = captureLogs()
+    await (await testApp(t, { ...production, ...env }, logs.stream)).ready()
+    return logs.lines.filter((line) => line.level === 40).map((line) => line.msg as string)
+  }
+  const [open] = await warnings({})
+  assert.match(open!, /^NODE_ENV=production with the API open: .*AUTH=writes or AUTH=all.*RATE_LIMIT_MAX/)
+  assert.deepEqual(await warnings({ AUTH: 'writes', RATE_LIMIT_MAX: '100' }), [])
+  assert.match((await warnings({ AUTH: 'all' }))[0]!, /RATE_LIMIT_MAX/)
+  assert.deepEqual(await warnings({ NODE_ENV: 'development' }), [], 'outside production nothing is said')
+})
+
+test('every JSON answer says how it may be cached: reads with an ETag no-cache, everything else no-store; files their own', async (t) => {
+  const app = await testApp(t)
+  await postJson(app, '/users', { name: 'Ada', email: 'ada@example.com' })
+  const cacheControl = async (url: string, init: { method?: 'GET' | 'POST', payload?: object } = {}) =>
+    (await app.inject({ url, ...init })).headers['cache-control']
+  assert.equal(await cacheControl('/users/1'), 'no-cache')
+  assert.equal(await cacheControl('/users'), 'no-cache')
+  for (const url of ['/', '/custom', '/health', '/ready', '/metrics', '/users/2', '/no/such/route', '/custom?age=x']) {
+    assert.equal(await cacheControl(url), 'no-store', url)
+  }
+  assert.equal(await cacheControl('/users', { method: 'POST', payload: { name: 'Grace', email: 'grace@example.com' } }), 'no-store')
+  assert.notEqual(await cacheControl('/index.html'), 'no-store', 'a file is cached as @fastify/static says')
+})

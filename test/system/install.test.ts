@@ -71,7 +71,7 @@ describe('a production install: npm ci --omit=dev && npm start', () => {
     assert.match(service.stdout.join('\n'), /"shutting down: finishing requests in flight"/)
   })
 
-  test('on a Node older than 22.13 the service stops at once with one line naming the Node it needs', {
+  test('on a Node older than 22.19 the service stops at once with one line naming the Node it needs', {
     skip: unsupportedNode === undefined ? 'TEST_UNSUPPORTED_NODE (the path of, say, a Node 20 binary) is not set' : false
   }, async () => {
     for (const entry of ['dist/server.js', 'dist/cli/migrate.js', 'dist/cli/token.js', 'dist/cli/backup.js']) {
@@ -79,7 +79,23 @@ describe('a production install: npm ci --omit=dev && npm start', () => {
         .then(() => assert.fail(`${entry} ran on an unsupported Node`), (error: { code: number, stdout: string, stderr: string }) => error)
       assert.equal(result.code, 1)
       assert.equal(result.stdout, '')
-      assert.match(result.stderr, /^Node\.js \d+\.\d+\.\d+ is not supported: install Node\.js 22\.13 or later \(22, 24 or 26; 26 recommended, see \.nvmrc\)\.\n$/)
+      assert.match(result.stderr, /^Node\.js \d+\.\d+\.\d+ is not supported: install Node\.js 22\.19 or later \(22, 24 or 26; 26 recommended, see \.nvmrc\)\.\n$/)
+    }
+  })
+
+  test('npm install on a Node older than 22.19 stops at once with npm\'s one line, and installs nothing', {
+    skip: unsupportedNode === undefined ? 'TEST_UNSUPPORTED_NODE (the path of, say, a Node 20 binary) is not set' : false
+  }, async () => {
+    const copy = freshCopy()
+    try {
+      const npmCli = execFileSync('sh', ['-c', 'readlink -f "$(command -v npm)"'], { encoding: 'utf8' }).trim()
+      const refused = await promisify(execFile)(unsupportedNode as string, [npmCli, 'install', '--no-audit', '--no-fund'], { cwd: copy, env: installEnv })
+        .then(() => assert.fail('npm install went through on an unsupported Node'), (error: { code: number, stderr: string }) => error)
+      assert.notEqual(refused.code, 0)
+      assert.match(refused.stderr, /EBADENGINE/)
+      assert.equal(existsSync(join(copy, 'node_modules')), false)
+    } finally {
+      rmSync(copy, { recursive: true, force: true })
     }
   })
 })

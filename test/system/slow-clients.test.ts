@@ -148,6 +148,14 @@ test('Expect: 100-continue: a request answered before its body is read (over BOD
   }
 })
 
+test('Expect: 100-continue to a route that needs a token, sent without one: 401 and no 100, so the body is never sent', async (t) => {
+  const service = await startService(t, { ...timeouts, AUTH: 'writes', JWT_SECRET: 'a-test-secret-that-is-long-enough-for-hs256' })
+  const { socket, closed } = await rawConnection(service.port)
+  socket.write('POST /users HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: 100\r\nExpect: 100-continue\r\n\r\n')
+  const received = await closed
+  assert.deepEqual(statusesIn(received), [401])
+})
+
 test('Expect: 100-continue: a body the service will read gets 100 Continue first, then its answer; a request without a body gets its 100 at once and keeps its connection', async (t) => {
   const service = await startService(t, timeouts)
   const client = await rawConnection(service.port)

@@ -53,10 +53,13 @@ async function requireTokens (app: FastifyInstance, options: { mode: AuthMode })
 
   app.addHook('onRoute', (route) => {
     if (!needsToken(options.mode, route.method)) return
-    route.preHandler = [verifyBearerToken, ...[route.preHandler ?? []].flat()]
+    // Checked as the request arrives, before its body is read: a client without a token can make
+    // the service read no body, and learns none of the routes' rules.
+    route.onRequest = [...[route.onRequest ?? []].flat(), verifyBearerToken]
     route.schema = { ...route.schema, security: [{ [SECURITY_SCHEME]: [] }] }
     addResponses(route, {
-      401: errorResponse('Missing, malformed, expired or wrongly signed bearer token.', { 'WWW-Authenticate': WWW_AUTHENTICATE })
+      401: errorResponse('Missing, malformed, expired or wrongly signed bearer token. Checked before the body is read: ' +
+        'such a request is answered 401 whatever its body, never 400, 413 or 415.', { 'WWW-Authenticate': WWW_AUTHENTICATE })
     })
   })
 }

@@ -21,8 +21,9 @@ export const conditionalGet: onSendHookHandler<unknown> = (request, reply, paylo
     done(null, payload)
     return
   }
-  const tag = tagOf(payload, reply.getHeader('x-total-count'))
-  reply.header('etag', tag)
+    const tag = tagOf(payload, reply.getHeader('x-total-count'))
+  // May be stored, but is revalidated with its tag before each use: a user changes.
+  reply.header('etag', tag).header('cache-control', 'no-cache')
   const ifNoneMatch = request.headers['if-none-match']
   if (ifNoneMatch !== undefined && namesTag(ifNoneMatch, tag)) {
     // No body and no Content-Type; a HEAD keeps the payload, so that Fastify's HEAD route gives the

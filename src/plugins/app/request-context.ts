@@ -51,7 +51,9 @@ async function requestContext (app: FastifyInstance): Promise<void> {
 
   app.addHook('onRequest', (request, reply, done) => {
     reply.header('x-request-id', request.id)
-    reply.headers(API_SECURITY_HEADERS)
+        reply.headers(API_SECURITY_HEADERS)
+    // Not stored by any cache unless the route says otherwise (conditional-get.ts).
+    reply.header('cache-control', 'no-store')
     if (accessLog) logIfAborted(request, reply)
     if (app.draining) reply.header('connection', 'close')
     // RFC 9112 §3.2: an HTTP/1.1 request names its host. Node's own check is off (server-options.ts)

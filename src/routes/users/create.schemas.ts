@@ -10,8 +10,7 @@ const IdempotencyKey = Type.Object({
     pattern: '^[\\x21-\\x7e]+$',
     description: 'Makes the request safe to retry (IETF draft `Idempotency-Key`): a retry with the same key and the same body is answered ' +
       'as the first was, and stores nothing new. Use a new random value, a UUID say, for each user to create; keys are kept 24 hours ' +
-      '(`IDEMPOTENCY_KEY_TTL`).',
-    examples: ['8e03978e-40d5-43e8-bc93-6894a57f9324']
+      '(`IDEMPOTENCY_KEY_TTL`). With tokens on, a key is the caller\'s own: the same key from another `sub` is another key.'
   }))
 })
 const LOCATION: HeaderSchema = { type: 'string', description: 'The new user\'s URL, `/users/{id}`.' }

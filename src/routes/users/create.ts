@@ -21,7 +21,10 @@ const createUser: FastifyPluginAsyncTypebox<{ idempotencyKeyTtlMs: number }> = a
     // Only these two are stored and the answer is the body's bytes, so the parsed body, which can
     // be many times their size, is let go before the wait for the database.
     request.body = { name, email }
-    const key = request.headers['idempotency-key']
+    const sent = request.headers['idempotency-key']
+    // With tokens on, each caller's keys are its own: another caller's key replays nothing of theirs.
+    const caller = request.user?.sub
+    const key = sent === undefined || caller === undefined ? sent : JSON.stringify([caller, sent])
     let id: number
     if (key === undefined) {
       id = await app.users.create({ name, email })

@@ -14,7 +14,7 @@ export const Offset = Type.Integer({ minimum: 0, maximum: MAX_OFFSET, default: 0
 export const After = Type.Integer({
   minimum: 0,
   maximum: MAX_USER_ID,
-  description: 'Start after the user with this id (keyset pagination: every page costs the same, however deep). Not with `offset`.',
+  description: 'Start after the user with this id (keyset pagination: every page costs the same, however deep). With `offset`, that many more are skipped after it.',
   examples: [100]
 })
 export const IfNoneMatch = Type.Object({
