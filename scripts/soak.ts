@@ -43,9 +43,10 @@ const databaseUrl = values['database-url'] ?? `sqlite:${join(folder, 'soak.db')}
 const port = 3900 + Math.floor(Math.random() * 90)
 
 // Loaded into the soaked service only, beside the bundle as shipped: a full collection when
-// asked over the IPC channel. The channel is unref'd so that it never holds the service open.
+// asked over the IPC channel, which is unref'd so that it never holds the service open. The
+// SQLite worker thread loads it too, and has no channel.
 const COLLECT_WHEN_ASKED = 'data:text/javascript,' +
-  'process.on("message", () => { globalThis.gc(); process.send("collected") }); process.channel.unref()'
+  'if (process.channel) { process.on("message", () => { globalThis.gc(); process.send("collected") }); process.channel.unref() }'
 
 const service = spawn(process.execPath, ['--expose-gc', '--import', COLLECT_WHEN_ASKED, SERVER_BUNDLE], {
   env: { ...process.env, NODE_ENV: 'production', JWT_SECRET: 'soak-'.padEnd(40, 'x'), LOG_LEVEL: 'warn', HOST: '127.0.0.1', PORT: String(port), DATABASE_URL: databaseUrl },

@@ -83,7 +83,7 @@ export function answerExpectAndConnect (app: FastifyInstance): void {
     const message = 'Expectation Failed: the only expectation met is Expect: 100-continue'
     logRefusal(app, request.socket, 417, message)
     const body = JSON.stringify({ error: message })
-        response.writeHead(417, { 'content-type': JSON_TYPE, 'cache-control': 'no-store', 'content-length': Buffer.byteLength(body) }).end(body)
+    response.writeHead(417, { 'content-type': JSON_TYPE, 'cache-control': 'no-store', 'content-length': Buffer.byteLength(body) }).end(body)
   })
   app.server.on('connect', (_request: IncomingMessage, socket: Socket) => {
     socket.on('error', () => {})

@@ -1,11 +1,11 @@
 import assert from 'node:assert/strict'
-import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs'
+import { mkdirSync, mkdtempSync, rmSync, symlinkSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import net from 'node:net'
 import { join } from 'node:path'
 import { test, type TestContext } from 'node:test'
 import { setTimeout as sleep } from 'node:timers/promises'
-import { listeningApp, rawRequest } from '../helpers.js'
+import { captureLogs, listeningApp, rawRequest, testApp } from '../helpers.js'
 import { serverUnderOpenFileLimit, startService } from '../process.js'
 
 /** A static folder with a secret file beside it (outside it) to try to reach. */
@@ -63,6 +63,27 @@ test('nothing outside the folder is reachable, however the path is encoded', asy
     assert.doesNotMatch(response.body, /TOP SECRET/, path)
     assert.equal(typeof JSON.parse(response.body).error, 'string', `${path} answers a JSON error`)
   }
+})
+
+test('a file or folder whose real path leaves STATIC_DIR (a symbolic link out) is never served; one line at start names it', async (t) => {
+  const root = staticFolder(t)
+  const outside = join(root, '..', 'outside')
+  mkdirSync(outside)
+  writeFileSync(join(outside, 'notes.txt'), 'TOP SECRET too')
+  symlinkSync(join(root, '..', 'secret.txt'), join(root, 'passwd.txt'))
+  symlinkSync(outside, join(root, 'linked'))
+  symlinkSync(join(root, 'style.css'), join(root, 'alias.css'))
+  const logs = captureLogs()
+  const app = await testApp(t, { STATIC_DIR: root, LOG_LEVEL: 'info' }, logs.stream)
+  for (const path of ['/passwd.txt', '/linked/notes.txt']) {
+    const response = await app.inject(path)
+    assert.equal(response.statusCode, 404, path)
+    assert.doesNotMatch(response.body, /TOP SECRET/, path)
+  }
+  assert.equal((await app.inject('/alias.css')).statusCode, 200, 'a link that stays inside is served')
+  const lines = logs.lines.filter((line) => /links that lead out/.test(line.msg))
+  assert.equal(lines.length, 1)
+  assert.deepEqual([...lines[0]!.skipped].sort(), ['linked', 'passwd.txt'])
 })
 
 test('dotfiles and directories are not served or listed', async (t) => {

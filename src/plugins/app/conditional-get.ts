@@ -21,7 +21,7 @@ export const conditionalGet: onSendHookHandler<unknown> = (request, reply, paylo
     done(null, payload)
     return
   }
-    const tag = tagOf(payload, reply.getHeader('x-total-count'))
+  const tag = tagOf(payload, reply.getHeader('x-total-count'))
   // May be stored, but is revalidated with its tag before each use: a user changes.
   reply.header('etag', tag).header('cache-control', 'no-cache')
   const ifNoneMatch = request.headers['if-none-match']

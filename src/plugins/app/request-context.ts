@@ -51,7 +51,7 @@ async function requestContext (app: FastifyInstance): Promise<void> {
 
   app.addHook('onRequest', (request, reply, done) => {
     reply.header('x-request-id', request.id)
-        reply.headers(API_SECURITY_HEADERS)
+    reply.headers(API_SECURITY_HEADERS)
     // Not stored by any cache unless the route says otherwise (conditional-get.ts).
     reply.header('cache-control', 'no-store')
     if (accessLog) logIfAborted(request, reply)

@@ -35,7 +35,7 @@ export const pageSecurityHeaders = fp(async (pages: FastifyInstance) => {
   const setPageHeaders = helmet(PAGE_HELMET_OPTIONS)
   const apiHeaderNames = Object.keys(API_SECURITY_HEADERS)
   pages.addHook('onRequest', (request, reply, done) => {
-        // Files carry their own caching headers (@fastify/static), as a JSON answer carries no-store.
+    // Files carry their own caching headers (@fastify/static), as a JSON answer carries no-store.
     for (const name of [...apiHeaderNames, 'cache-control']) reply.removeHeader(name)
     setPageHeaders(request.raw, reply.raw, (error) => { done(error instanceof Error ? error : undefined) })
   })
