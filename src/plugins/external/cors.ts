@@ -6,9 +6,12 @@ import fastifyCors from '@fastify/cors'
 import type { FastifyInstance } from 'fastify'
 import fp from 'fastify-plugin'
 
-/** The answer's headers that a browser's script may read: every one the API document declares. */
+/**
+ * The answer's headers that a browser's script may read: every one the API document declares but
+ * `Accept-Encoding`, a request header by name (a 415 says it, and its message says what to send).
+ */
 export const EXPOSED_HEADERS = ['Location', 'Idempotent-Replayed', 'X-Total-Count', 'Link', 'ETag', 'X-Request-Id', 'WWW-Authenticate',
-  'Retry-After', 'Accept-Encoding', 'RateLimit-Limit', 'RateLimit-Remaining', 'RateLimit-Reset']
+  'Retry-After', 'RateLimit-Limit', 'RateLimit-Remaining', 'RateLimit-Reset']
 
 async function cors (app: FastifyInstance, options: { origin: true | string[] }): Promise<void> {
   await app.register(fastifyCors, {
