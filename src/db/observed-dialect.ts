@@ -1,7 +1,7 @@
 /**
- * A dialect whose every query is watched: a failure that means "the database cannot work now" comes
- * out as a `DatabaseUnavailableError`, each outage is logged once as it starts and once as it ends
- * (reads and writes apart), and, with tracing on, each query is a child span of its request.
+ * Every query watched: a failure that means "the database cannot work now" comes out as a
+ * `DatabaseUnavailableError`, each outage is logged once as it starts and once as it ends (reads and
+ * writes apart), and, with tracing on, each query is a child span of its request.
  */
 import { SpanKind, SpanStatusCode, trace } from '@opentelemetry/api'
 import type { CompiledQuery, DatabaseConnection, Dialect, Driver } from 'kysely'
@@ -19,35 +19,40 @@ export interface Observation {
   traced?: 'sqlite' | 'postgresql' | undefined
 }
 
-export function observed (dialect: Dialect, { outages, traced }: Observation): Dialect {
-  /**
-   * Runs a query on a connection taken for it, so that a connection that cannot be had fails the
-   * query as the database being unavailable, as its answer would.
-   */
-  async function execute<R> (connection: () => Promise<DatabaseConnection>, query: CompiledQuery) {
-    const operation = isRead(query) ? 'read' : 'write'
-    const run = async () => {
-      try {
-        return await (await connection()).executeQuery<R>(query)
-      } catch (error) {
-        throw classified(error)
-      }
+/**
+ * Runs a query as observed: a failure meaning the database cannot work now comes out as a
+ * `DatabaseUnavailableError` and counts toward its outage, and with tracing on the query is a span.
+ */
+export async function observeQuery<T> ({ outages, traced }: Observation, query: CompiledQuery, run: () => Promise<T>): Promise<T> {
+  const operation = isRead(query) ? 'read' : 'write'
+  const classifiedRun = async () => {
+    try {
+      return await run()
+    } catch (error) {
+      throw classified(error)
     }
-    const tracked = async () => await (operation === 'read' ? outages.reads : outages.writes).track(run())
-    if (traced === undefined) return await tracked()
-    return await tracer.startActiveSpan(`db.${operation}`, {
-      kind: SpanKind.CLIENT,
-      attributes: { 'db.system.name': traced, 'db.query.text': query.sql }
-    }, async (span) => {
-      try {
-        return await tracked()
-      } catch (error) {
-        span.setStatus({ code: SpanStatusCode.ERROR, message: error instanceof Error ? error.message : String(error) })
-        throw error
-      } finally {
-        span.end()
-      }
-    })
+  }
+  const tracked = async () => await (operation === 'read' ? outages.reads : outages.writes).track(classifiedRun())
+  if (traced === undefined) return await tracked()
+  return await tracer.startActiveSpan(`db.${operation}`, {
+    kind: SpanKind.CLIENT,
+    attributes: { 'db.system.name': traced, 'db.query.text': query.sql }
+  }, async (span) => {
+    try {
+      return await tracked()
+    } catch (error) {
+      span.setStatus({ code: SpanStatusCode.ERROR, message: error instanceof Error ? error.message : String(error) })
+      throw error
+    } finally {
+      span.end()
+    }
+  })
+}
+
+/** A dialect whose connections are taken per query and observed, so that a connection that cannot be had counts as an outage. */
+export function observed (dialect: Dialect, observation: Observation): Dialect {
+  async function execute<R> (connection: () => Promise<DatabaseConnection>, query: CompiledQuery) {
+    return await observeQuery(observation, query, async () => await (await connection()).executeQuery<R>(query))
   }
 
   /** The driver's connections, each taken only when its first query runs. */

@@ -1,13 +1,14 @@
 /**
- * Kysely's SQLite dialect with a driver that hands each query to the worker: what arrives in one
- * turn goes as one batch, reads in one snapshot and writes in one commit, each under a deadline
- * (docs/decisions/0001-sqlite-on-a-worker-thread.md).
+ * Kysely's SQLite dialect with a driver that hands each query to the worker, observed as every
+ * query is: what arrives in one turn goes as one batch, reads in one snapshot and writes in one
+ * commit, each under a deadline (docs/decisions/0001-sqlite-on-a-worker-thread.md).
  */
 import {
   SqliteAdapter, SqliteIntrospector, SqliteQueryCompiler,
   type CompiledQuery, type DatabaseConnection, type Dialect, type Driver, type QueryResult
 } from 'kysely'
 import { toError, type BatchResult, type Outcome } from './sqlite-protocol.js'
+import { observeQuery, type Observation } from './observed-dialect.js'
 import type { SqliteWorker } from './sqlite-thread.js'
 import { classified, DatabaseUnavailableError } from './unavailable.js'
 
@@ -75,12 +76,12 @@ const noTransactions = async (): Promise<never> => {
 }
 
 /** The dialect, and readiness: the worker's files are the ones opened, and a write could begin now. */
-export function sqliteWorkerDialect (worker: SqliteWorker): { dialect: Dialect, check: () => Promise<void> } {
+export function sqliteWorkerDialect (worker: SqliteWorker, observation: Observation): { dialect: Dialect, check: () => Promise<void> } {
   const read = batched(worker, 'read')
   const write = batched(worker, 'write')
   const connection: DatabaseConnection = {
     async executeQuery<R> (query: CompiledQuery): Promise<QueryResult<R>> {
-      const { rows, changes } = await (reads(query) ? read(query) : write(query))
+      const { rows, changes } = await observeQuery(observation, query, async () => await (reads(query) ? read(query) : write(query)))
       return { rows: rows as R[], ...(changes !== undefined && { numAffectedRows: BigInt(changes) }) }
     },
     async * streamQuery () { throw new Error('the SQLite worker does not stream rows') }

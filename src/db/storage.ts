@@ -28,8 +28,8 @@ export async function openStorage (config: DatabaseConfig, log: OutageLogger, { 
   const outages = { reads: outageLog(log, 'reads'), writes: outageLog(log, 'writes') }
   if (config.dialect === 'sqlite') {
     const worker = await openSqliteWorker(config.filename, log)
-    const { dialect, check } = sqliteWorkerDialect(worker)
-    const db = new Kysely<Database>({ dialect: observed(dialect, { outages, traced: traced ? 'sqlite' : undefined }) })
+    const { dialect, check } = sqliteWorkerDialect(worker, { outages, traced: traced ? 'sqlite' : undefined })
+    const db = new Kysely<Database>({ dialect })
     // Kysely closes its driver only once a query has run: the worker is closed here either way.
     const close = async () => { await db.destroy(); await worker.close() }
     return { db, check: async () => { await outages.reads.track(check()) }, close, migrations: worker.migrations }
