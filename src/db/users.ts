@@ -1,5 +1,5 @@
 /** Storage of user records: plain functions over `db`, the only module that writes SQL for them. */
-import { sql, type Kysely } from 'kysely'
+import { sql, type CompiledQuery, type Kysely } from 'kysely'
 import { isUniqueViolation } from './unavailable.js'
 import type { Database, NewUserRow, UserRow } from './schema.js'
 
@@ -27,14 +27,36 @@ export interface IdempotencyKey {
 /** A new user, the one an earlier request with the same key created, or that key's request differed. */
 export type CreateOnceOutcome = { id: number, replayed: boolean } | { differentRequest: true }
 
+/**
+ * The most frequent queries, built and compiled once for each database and run with each call's
+ * values, in the order of their placeholders (docs/decisions/0020-frequent-queries-compiled-once.md).
+ */
+function compiledOnce<Row> (build: (db: Kysely<Database>) => CompiledQuery<Row>) {
+  const compiled = new WeakMap<Kysely<Database>, CompiledQuery<Row>>()
+  return async (db: Kysely<Database>, ...parameters: unknown[]): Promise<Row[]> => {
+    let query = compiled.get(db)
+    if (query === undefined) {
+      query = build(db)
+      compiled.set(db, query)
+    }
+    return (await db.executeQuery<Row>({ ...query, parameters })).rows
+  }
+}
+
+/** name, email */
+const insertUser = compiledOnce((db) => db.insertInto('users').values({ name: '', email: '' }).returning('id').compile())
+/** id */
+const userById = compiledOnce((db) => db.selectFrom('users').select(['id', 'name']).where('id', '=', 0).compile())
+
 /** Stores a user; resolves once it is committed to the disk, with its new id. */
-export async function createUser (db: Kysely<Database>, user: NewUser): Promise<number> {
-  const { id } = await db.insertInto('users').values(user).returning('id').executeTakeFirstOrThrow()
-  return id
+export async function createUser (db: Kysely<Database>, { name, email }: NewUser): Promise<number> {
+  const [row] = await insertUser(db, name, email)
+  return row!.id
 }
 
 export async function findUser (db: Kysely<Database>, id: number): Promise<UserSummary | undefined> {
-  return await db.selectFrom('users').select(['id', 'name']).where('id', '=', id).executeTakeFirst()
+  const [user] = await userById(db, id)
+  return user
 }
 
 /** How many users there are: the sum of the counter rows a trigger keeps. */
@@ -45,12 +67,14 @@ const userTotal = (db: Kysely<Database>) =>
  * One page in ascending id order, and how many users there are in all, read by one statement so that
  * both come from one snapshot.
  */
+const pageOf = (db: Kysely<Database>) => db.selectFrom('users').select(['id', 'name', userTotal(db).as('total')])
+/** limit, offset */
+const pageAt = compiledOnce((db) => pageOf(db).orderBy('id').limit(0).offset(0).compile())
+/** after, limit, offset */
+const pageAfter = compiledOnce((db) => pageOf(db).where('id', '>', 0).orderBy('id').limit(0).offset(0).compile())
+
 export async function listUsers (db: Kysely<Database>, { limit, offset, after }: Page): Promise<{ users: UserSummary[], total: number }> {
-  const rows = await db.selectFrom('users')
-    .select(['id', 'name', userTotal(db).as('total')])
-    .$if(after !== undefined, (query) => query.where('id', '>', after!))
-    .orderBy('id').limit(limit).offset(offset)
-    .execute()
+  const rows = after === undefined ? await pageAt(db, limit, offset) : await pageAfter(db, after, limit, offset)
   // PostgreSQL returns a sum of integers as a bigint, in a string.
   const total = rows[0]?.total ?? (await userTotal(db).executeTakeFirstOrThrow()).total
   return { users: rows.map(({ id, name }) => ({ id, name })), total: Number(total) }
