@@ -60,24 +60,25 @@ export async function findUser (db: Kysely<Database>, id: number): Promise<UserS
 }
 
 /** How many users there are: the sum of the counter rows a trigger keeps. */
-const userTotal = (db: Kysely<Database>) =>
-  db.selectFrom('user_counts').select(sql<number | string>`coalesce(sum(total), 0)`.as('total'))
+const userTotal = compiledOnce((db) => db.selectFrom('user_counts').select(sql<number | string>`coalesce(sum(total), 0)`.as('total')).compile())
 
-/**
- * One page in ascending id order, and how many users there are in all, read by one statement so that
- * both come from one snapshot.
- */
-const pageOf = (db: Kysely<Database>) => db.selectFrom('users').select(['id', 'name', userTotal(db).as('total')])
+const pageOf = (db: Kysely<Database>) => db.selectFrom('users').select(['id', 'name'])
 /** limit, offset */
 const pageAt = compiledOnce((db) => pageOf(db).orderBy('id').limit(0).offset(0).compile())
 /** after, limit, offset */
 const pageAfter = compiledOnce((db) => pageOf(db).where('id', '>', 0).orderBy('id').limit(0).offset(0).compile())
 
+/**
+ * One page in ascending id order, and how many users there are in all, asked for together: on
+ * SQLite they go in one batch, and so one snapshot, unless more reads wait than a batch carries.
+ */
 export async function listUsers (db: Kysely<Database>, { limit, offset, after }: Page): Promise<{ users: UserSummary[], total: number }> {
-  const rows = after === undefined ? await pageAt(db, limit, offset) : await pageAfter(db, after, limit, offset)
+  const [users, [count]] = await Promise.all([
+    after === undefined ? pageAt(db, limit, offset) : pageAfter(db, after, limit, offset),
+    userTotal(db)
+  ])
   // PostgreSQL returns a sum of integers as a bigint, in a string.
-  const total = rows[0]?.total ?? (await userTotal(db).executeTakeFirstOrThrow()).total
-  return { users: rows.map(({ id, name }) => ({ id, name })), total: Number(total) }
+  return { users, total: Number(count!.total) }
 }
 
 /** Forgets the keys of users created before `keptSince`, found by the index of keyed users by age. */
