@@ -9,7 +9,8 @@ import { classified, type OutageLog } from './unavailable.js'
 
 const tracer = trace.getTracer('user-records-service/db')
 
-const isRead = (query: CompiledQuery): boolean =>
+/** Whether a query only reads: a SELECT, or raw SQL that begins with one. */
+export const isRead = (query: CompiledQuery): boolean =>
   query.query.kind === 'SelectQueryNode' || (query.query.kind === 'RawNode' && /^\s*select\b/i.test(query.sql))
 
 export interface Observation {

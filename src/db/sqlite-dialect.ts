@@ -8,7 +8,7 @@ import {
   type CompiledQuery, type DatabaseConnection, type Dialect, type Driver, type QueryResult
 } from 'kysely'
 import { toError, type BatchResult, type Outcome } from './sqlite-protocol.js'
-import { observeQuery, type Observation } from './observed-dialect.js'
+import { isRead, observeQuery, type Observation } from './observed-dialect.js'
 import type { SqliteWorker } from './sqlite-thread.js'
 import { classified, DatabaseUnavailableError } from './unavailable.js'
 
@@ -61,9 +61,6 @@ function batched (worker: SqliteWorker, kind: 'read' | 'write') {
   })
 }
 
-const reads = (query: CompiledQuery): boolean =>
-  query.query.kind === 'SelectQueryNode' || (query.query.kind === 'RawNode' && /^\s*select\b/i.test(query.sql))
-
 /** Queries of many requests are in flight at once: the worker's batches, not a lock, put them in order. */
 class WorkerAdapter extends SqliteAdapter {
   override get supportsMultipleConnections (): boolean {
@@ -81,7 +78,7 @@ export function sqliteWorkerDialect (worker: SqliteWorker, observation: Observat
   const write = batched(worker, 'write')
   const connection: DatabaseConnection = {
     async executeQuery<R> (query: CompiledQuery): Promise<QueryResult<R>> {
-      const { rows, changes } = await observeQuery(observation, query, async () => await (reads(query) ? read(query) : write(query)))
+      const { rows, changes } = await observeQuery(observation, query, async () => await (isRead(query) ? read(query) : write(query)))
       return { rows: rows as R[], ...(changes !== undefined && { numAffectedRows: BigInt(changes) }) }
     },
     async * streamQuery () { throw new Error('the SQLite worker does not stream rows') }

@@ -35,12 +35,11 @@ export async function openStorage (config: DatabaseConfig, log: OutageLogger, { 
     return { db, check: async () => { await outages.reads.track(check()) }, close, migrations: worker.migrations }
   }
 
-  let open = () => 0
   const { dialect, poolStats, end } = postgresDialect(config, {
     onConnectionError: connectionLossesLog(log),
-    onConnectionRefused: connectionRefusalsLog(log, () => open())
+    // Asked only once a refusal has come, when the pool is there to ask.
+    onConnectionRefused: connectionRefusalsLog(log, () => poolStats().open)
   })
-  open = () => poolStats().open
   // Migrated over the same pool before any request, outside the watch for outages.
   const migrating = new Kysely<Database>({ dialect })
   let migrations: MigrationOutcome

@@ -66,18 +66,6 @@ export function classified (error: unknown): unknown {
   return error
 }
 
-/**
- * Runs work against the database; an error meaning it is unavailable comes out as a
- * `DatabaseUnavailableError`.
- */
-export async function fromDatabase<T> (work: () => Promise<T>): Promise<T> {
-  try {
-    return await work()
-  } catch (error) {
-    throw classified(error)
-  }
-}
-
 /** The database refused a row because a unique index already holds its value. */
 export function isUniqueViolation (error: unknown): boolean {
   const code = (error as { code?: unknown } | undefined)?.code

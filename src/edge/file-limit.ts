@@ -4,7 +4,7 @@
  * (docs/decisions/0010-files-sent-at-once.md).
  */
 import { Readable } from 'node:stream'
-import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
+import type { FastifyInstance, FastifyReply, FastifyRequest, onRequestHookHandler, onSendHookHandler } from 'fastify'
 import fp from 'fastify-plugin'
 import { AppError } from '../plugins/app/errors.js'
 
@@ -13,6 +13,13 @@ const MAX_FILES_SENT = 64
 class TooManyFilesError extends AppError {
   constructor () {
     super('Too many files are being sent: try again shortly', 503, { 'retry-after': '1' })
+  }
+}
+
+declare module 'fastify' {
+  interface FastifyInstance {
+    /** The files being sent at once, for the routes that send files. */
+    filesSent: FileBound
   }
 }
 
@@ -42,7 +49,16 @@ export function boundFilesSent (): FileBound {
   }
 }
 
-/** Marks every route the scope it is registered in declares from then on as one that sends files. */
+/** Bounds the files sent by every route the scope it is registered in declares from then on. */
 export const sendsFiles = fp(async (scope: FastifyInstance) => {
-  scope.addHook('onRoute', (route) => { route.config = { ...route.config, sendsFiles: true } })
-}, { name: 'sends-files' })
+  const bound = scope.filesSent
+  const admit: onRequestHookHandler = (request, reply, done) => { done(bound.admit(request, reply)) }
+  const sending: onSendHookHandler = (request, _reply, payload, done) => {
+    bound.sending(request, payload)
+    done(null, payload)
+  }
+  scope.addHook('onRoute', (route) => {
+    route.onRequest = [...[route.onRequest ?? []].flat(), admit]
+    route.onSend = [...[route.onSend ?? []].flat(), sending]
+  })
+}, { name: 'sends-files', dependencies: ['edge'] })

@@ -1,7 +1,8 @@
 /**
  * The HTTP edge: every guard of the transport, registered first as one plugin. Connections are
- * bounded, pipelined requests go in turn, files sent at once are bounded, bodies are read within
- * their bounds, and what Node refuses is answered in JSON.
+ * bounded, pipelined requests go in turn, bodies are read within their bounds, and what Node
+ * refuses is answered in JSON; the bound on files sent at once is kept here for the routes that
+ * send files (file-limit.ts).
  */
 import type { FastifyInstance } from 'fastify'
 import fp from 'fastify-plugin'
@@ -12,10 +13,6 @@ import { answerExpectAndConnect } from './malformed-http.js'
 import { pipelineInOrder } from './pipelining.js'
 
 declare module 'fastify' {
-  interface FastifyContextConfig {
-    /** The route answers with files, whose number sent at once is bounded. */
-    sendsFiles?: boolean
-  }
   interface FastifyInstance {
     /** Connections refused since start, for being over MAX_CONNECTIONS. */
     refusedConnections: () => number
@@ -25,8 +22,8 @@ declare module 'fastify' {
 async function edge (app: FastifyInstance, options: { maxConnections: number, bodyLimit: number }): Promise<void> {
   const connections = trackConnections(app, options.maxConnections)
   const inTurn = pipelineInOrder()
-  const files = boundFilesSent()
   app.decorate('refusedConnections', connections.refused)
+  app.decorate('filesSent', boundFilesSent())
   app.decorate('earlyAnswers', new WeakMap())
   answerExpectAndConnect(app)
   readJsonBodies(app, options.bodyLimit)
@@ -34,13 +31,7 @@ async function edge (app: FastifyInstance, options: { maxConnections: number, bo
   app.addHook('onRequest', (request, reply, done) => {
     // Counted as it arrives: a connection with none unanswered may be closed to make room.
     connections.arrived(request.raw.socket)
-    inTurn(request, reply, () => {
-      done(request.routeOptions.config.sendsFiles === true ? files.admit(request, reply) : undefined)
-    })
-  })
-  app.addHook('onSend', (request, _reply, payload, done) => {
-    if (request.routeOptions.config.sendsFiles === true) files.sending(request, payload)
-    done(null, payload)
+    inTurn(request, reply, done)
   })
   app.addHook('onResponse', (request, _reply, done) => {
     connections.answered(request.raw.socket)

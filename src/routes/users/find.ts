@@ -8,7 +8,7 @@ import { GetUserSchema } from './find.schemas.js'
 /** Only the canonical decimal form names a user, so each user has exactly one URL. */
 const CANONICAL_ID = /^[1-9][0-9]{0,9}$/
 
-export function toUserId (pathValue: string): number | undefined {
+function toUserId (pathValue: string): number | undefined {
   const id = Number(pathValue)
   return CANONICAL_ID.test(pathValue) && id <= MAX_USER_ID ? id : undefined
 }
