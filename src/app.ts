@@ -75,7 +75,7 @@ export async function buildApp (config: Config, options: BuildOptions = {}): Pro
     await api.register(auth, { mode: config.auth })
     if (config.rateLimit !== undefined) await api.register(rateLimit, config.rateLimit)
     await api.register(root)
-    await api.register(users, { idempotencyKeyTtlMs: config.idempotencyKeyTtlMs })
+    await api.register(users, { idempotencyKeyTtlMs: config.idempotencyKeyTtlMs, requireIfMatch: config.requireIfMatch })
   })
   await app.register(health)
   if (config.metrics) {

@@ -36,6 +36,7 @@ const EnvSchema = Type.Object({
   METRICS: Type.Enum(['on', 'off'], { default: 'on' }),
   TRUST_PROXY: Type.String({ default: 'off' }),
   IDEMPOTENCY_KEY_TTL: Type.String({ pattern: DURATION.source, default: '24h' }),
+  REQUIRE_IF_MATCH: Type.Enum(['on', 'off'], { default: 'off' }),
   SHUTDOWN_DRAIN_MS: Type.Optional(Type.Integer({ minimum: 0, maximum: 600_000 })),
   REDIS_URL: Type.Optional(Type.String({ pattern: '^rediss?://' })),
   // OpenTelemetry's standard variables: either endpoint turns tracing on; the exporter reads them.
@@ -91,6 +92,8 @@ export interface Config {
   trustProxy: false | number | string[]
   /** How long an `Idempotency-Key` of `POST /users` is kept, in milliseconds. */
   idempotencyKeyTtlMs: number
+  /** Whether `PATCH` and `DELETE` of a user without `If-Match` are refused (428). */
+  requireIfMatch: boolean
   /** After SIGTERM, how long the service goes on answering, `/ready` saying 503, before it closes. */
   shutdownDrainMs: number
   /** Traces over OTLP, with the service's name in them; undefined when off. */
@@ -176,6 +179,7 @@ export function loadConfig (environment: Record<string, string | undefined>): Co
     metrics: parsed.METRICS === 'on',
     trustProxy: parseTrustProxy(parsed.TRUST_PROXY),
     idempotencyKeyTtlMs: parseDuration(parsed.IDEMPOTENCY_KEY_TTL) as number,
+    requireIfMatch: parsed.REQUIRE_IF_MATCH === 'on',
     // Behind a load balancer (production) it takes a few health checks to notice; at a
     // terminal or in tests there is none to wait for.
     shutdownDrainMs: parsed.SHUTDOWN_DRAIN_MS ?? (production ? DEFAULT_DRAIN_MS : 0),

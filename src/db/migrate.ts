@@ -10,6 +10,7 @@ import { countUsers } from './migrations/2026-11-24-count-users.js'
 import { idempotencyKeys } from './migrations/2026-11-24-idempotency-keys.js'
 import { boundUserIds } from './migrations/2026-11-25-bound-user-ids.js'
 import { keyedUsersByAge } from './migrations/2026-11-26-keyed-users-by-age.js'
+import { changingUsers } from './migrations/2026-11-29-changing-users.js'
 
 /** Every migration, by name, in the order they run. */
 export function migrations (dialect: Dialect): Record<string, Migration> {
@@ -18,7 +19,8 @@ export function migrations (dialect: Dialect): Record<string, Migration> {
     '2026-11-24-count-users': countUsers(dialect),
     '2026-11-24-idempotency-keys': idempotencyKeys(),
     '2026-11-25-bound-user-ids': boundUserIds(dialect),
-    '2026-11-26-keyed-users-by-age': keyedUsersByAge()
+    '2026-11-26-keyed-users-by-age': keyedUsersByAge(),
+    '2026-11-29-changing-users': changingUsers(dialect)
   }
 }
 

@@ -10,6 +10,16 @@ export interface UsersTable {
   idempotency_key: string | null
   /** A hash of the request that created the user with that key. */
   request_fingerprint: string | null
+  /** Raised by every change to the row; the user's ETag is made of it. */
+  version: Generated<number>
+}
+
+/** The `Idempotency-Key` of a deleted user, kept as long as a live user's would be. */
+export interface ErasedUserKeysTable {
+  idempotency_key: string
+  request_fingerprint: string
+  user_id: number
+  created_at: string
 }
 
 /** How many users there are, spread over a few rows (migrations/2026-11-24-count-users.ts). */
@@ -21,6 +31,7 @@ export interface UserCountsTable {
 export interface Database {
   users: UsersTable
   user_counts: UserCountsTable
+  erased_user_keys: ErasedUserKeysTable
 }
 
 export type UserRow = Selectable<UsersTable>

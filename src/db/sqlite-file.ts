@@ -42,8 +42,8 @@ async function switchToWal (database: SQLite.Database): Promise<void> {
 
 /**
  * Opens SQLite with the service's settings: a busy timeout, WAL, synchronous=FULL so that a commit
- * returns once on disk, and a journal_size_limit that gives back what a held read made the WAL
- * grow.
+ * returns once on disk, a journal_size_limit that gives back what a held read made the WAL grow,
+ * and secure_delete, which zeroes what is deleted so that an erased user leaves no bytes behind.
  */
 export async function openSqliteFile (filename: string, { mustExist = false } = {}): Promise<SQLite.Database> {
   const BetterSqlite3: typeof SQLite = require('better-sqlite3')
@@ -56,6 +56,7 @@ export async function openSqliteFile (filename: string, { mustExist = false } = 
   if (filename !== ':memory:') await switchToWal(database)
   database.pragma('synchronous = FULL')
   database.pragma(`journal_size_limit = ${WAL_SIZE_LIMIT_BYTES}`)
+  database.pragma('secure_delete = ON')
   return database
 }
 

@@ -10,6 +10,9 @@ import { describeError as describe, monotonicMs, type Batch, type BatchResult, t
 import { openSqliteFile, preparedOnce, sqliteKysely } from './sqlite-file.js'
 
 const port = parentPort!
+
+/** How soon a WAL that could not be cut after an erasure is tried again. */
+const WAL_CUT_RETRY_MS = 1000
 const { filename, reopening } = workerData as { filename: string, reopening: boolean }
 
 /** The files this connection has open, to notice them deleted or replaced under it. */
@@ -81,7 +84,25 @@ function main (database: SQLite.Database, opened: Array<[string, FileIdentity]>)
       if (database.inTransaction) run('rollback', [])
       throw error
     }
+    if (batch.queries.some(({ sql }) => /^\s*delete\b/i.test(sql))) cutWal()
     return outcomes
+  }
+
+  /**
+   * Erasure: deleted rows are zeroed in the file (secure_delete, sqlite-file.ts), but the WAL keeps
+   * their pages as they were until it is checkpointed and cut to nothing. That waits for no one: while
+   * another connection holds a read, it is tried again a second later.
+   */
+  let cutPending: NodeJS.Timeout | undefined
+  function cutWal (): void {
+    if (filename === ':memory:' || cutPending !== undefined) return
+    let cut = false
+    try {
+      database.pragma('busy_timeout = 0')
+      const [result] = database.pragma('wal_checkpoint(TRUNCATE)') as Array<{ busy: number }>
+      cut = result?.busy === 0
+    } catch {}
+    if (!cut) cutPending = setTimeout(() => { cutPending = undefined; cutWal() }, WAL_CUT_RETRY_MS)
   }
 
   /** Readiness: the files are the ones opened, and a write could begin now. */
@@ -95,6 +116,7 @@ function main (database: SQLite.Database, opened: Array<[string, FileIdentity]>)
 
   port.on('message', (message: WorkerMessage) => {
     if (message.type === 'close') {
+      clearTimeout(cutPending)
       database.close()
       port.close()
       return

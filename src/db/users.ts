@@ -7,7 +7,17 @@ import type { Database, NewUserRow, UserRow } from './schema.js'
 export const MAX_USER_ID = 2_147_483_647
 
 export type UserSummary = Pick<UserRow, 'id' | 'name'>
+/** A user as looked up, with the version its ETag is made of. */
+export type StoredUser = Pick<UserRow, 'id' | 'name' | 'version'>
 type NewUser = Pick<NewUserRow, 'name' | 'email'>
+/** The fields a change sets; those left out keep their values. */
+export type UserChanges = Partial<NewUser>
+
+/** The versions a change or an erasure applies to: any, or only those named (by `If-Match`). */
+export type ExpectedVersions = 'any' | number[]
+
+/** What a change or an erasure found: the user as it is now, no such user, or another version of it. */
+export type WriteOutcome<Done> = Done | 'missing' | 'stale'
 
 /** A page: `limit` users after the id `after` (keyset), or after skipping `offset` of them. */
 export interface Page {
@@ -46,7 +56,7 @@ function compiledOnce<Row> (build: (db: Kysely<Database>) => CompiledQuery<Row>)
 /** name, email */
 const insertUser = compiledOnce((db) => db.insertInto('users').values({ name: '', email: '' }).returning('id').compile())
 /** id */
-const userById = compiledOnce((db) => db.selectFrom('users').select(['id', 'name']).where('id', '=', 0).compile())
+const userById = compiledOnce((db) => db.selectFrom('users').select(['id', 'name', 'version']).where('id', '=', 0).compile())
 
 /** Stores a user; resolves once it is committed to the disk, with its new id. */
 export async function createUser (db: Kysely<Database>, { name, email }: NewUser): Promise<number> {
@@ -54,9 +64,49 @@ export async function createUser (db: Kysely<Database>, { name, email }: NewUser
   return row!.id
 }
 
-export async function findUser (db: Kysely<Database>, id: number): Promise<UserSummary | undefined> {
+export async function findUser (db: Kysely<Database>, id: number): Promise<StoredUser | undefined> {
   const [user] = await userById(db, id)
   return user
+}
+
+/** Why a conditional write changed nothing: the user is gone, or it is at another version. */
+async function missingOrStale (db: Kysely<Database>, id: number): Promise<'missing' | 'stale'> {
+  return (await findUser(db, id)) === undefined ? 'missing' : 'stale'
+}
+
+/**
+ * Sets the given fields and raises the version, in one statement that also checks the version, so
+ * that of two writers who read the same version only the first succeeds. No fields: nothing is
+ * written, and the user is answered as it is.
+ */
+export async function updateUser (db: Kysely<Database>, id: number, changes: UserChanges, expected: ExpectedVersions): Promise<WriteOutcome<StoredUser>> {
+  if (changes.name === undefined && changes.email === undefined) {
+    const user = await findUser(db, id)
+    if (user === undefined) return 'missing'
+    return expected === 'any' || expected.includes(user.version) ? user : 'stale'
+  }
+  if (expected !== 'any' && expected.length === 0) return await missingOrStale(db, id)
+  const user = await db.updateTable('users')
+    .set((eb) => ({ ...changes, version: eb('version', '+', 1) }))
+    .where('id', '=', id)
+    .$if(expected !== 'any', (query) => query.where('version', 'in', expected as number[]))
+    .returning(['id', 'name', 'version'])
+    .executeTakeFirst()
+  return user ?? await missingOrStale(db, id)
+}
+
+/**
+ * Deletes the user, if at an expected version. Triggers take it off the count and keep its
+ * `Idempotency-Key` (migrations/2026-11-29-changing-users.ts); nothing else of it stays.
+ */
+export async function deleteUser (db: Kysely<Database>, id: number, expected: ExpectedVersions): Promise<WriteOutcome<'deleted'>> {
+  if (expected !== 'any' && expected.length === 0) return await missingOrStale(db, id)
+  const deleted = await db.deleteFrom('users')
+    .where('id', '=', id)
+    .$if(expected !== 'any', (query) => query.where('version', 'in', expected as number[]))
+    .returning('id')
+    .executeTakeFirst()
+  return deleted === undefined ? await missingOrStale(db, id) : 'deleted'
 }
 
 /** How many users there are: the sum of the counter rows a trigger keeps. */
@@ -89,18 +139,22 @@ export const forgetKeysBefore = (db: Kysely<Database>, keptSince: string) => db.
 
 export async function forgetIdempotencyKeys (db: Kysely<Database>, keptSince: string): Promise<void> {
   await forgetKeysBefore(db, keptSince).execute()
+  await db.deleteFrom('erased_user_keys').where('created_at', '<', keptSince).execute()
 }
 
 /**
- * Inserts only while no user holds the key, so that PostgreSQL spends no id on a retry; the unique
- * key still settles two requests at the same moment. Undefined when the key is held.
+ * Inserts only while no user, live or deleted, holds the key, so that PostgreSQL spends no id on a
+ * retry; the unique key still settles two requests at the same moment. Undefined when it is held.
  */
 async function insertUnlessKeyHeld (db: Kysely<Database>, { name, email }: NewUser, { key, fingerprint }: IdempotencyKey) {
   try {
     const row = await db.insertInto('users')
       .columns(['name', 'email', 'idempotency_key', 'request_fingerprint'])
       .expression(db.selectNoFrom(({ val }) => [val(name).as('name'), val(email).as('email'), val(key).as('idempotency_key'), val(fingerprint).as('request_fingerprint')])
-        .where(({ not, exists, selectFrom }) => not(exists(selectFrom('users').select('id').where('idempotency_key', '=', key)))))
+        .where(({ and, not, exists, selectFrom }) => and([
+          not(exists(selectFrom('users').select('id').where('idempotency_key', '=', key))),
+          not(exists(selectFrom('erased_user_keys').select('user_id').where('idempotency_key', '=', key)))
+        ])))
       .returning('id').executeTakeFirst()
     return row === undefined ? undefined : { id: row.id, replayed: false }
   } catch (error) {
@@ -115,7 +169,9 @@ async function insertUnlessKeyHeld (db: Kysely<Database>, { name, email }: NewUs
  */
 export async function createUserOnce (db: Kysely<Database>, user: NewUser, idempotency: IdempotencyKey): Promise<CreateOnceOutcome> {
   const holderOf = async () => await db.selectFrom('users').select(['id', 'request_fingerprint', 'created_at'])
-    .where('idempotency_key', '=', idempotency.key).executeTakeFirst()
+    .where('idempotency_key', '=', idempotency.key).executeTakeFirst() ??
+    await db.selectFrom('erased_user_keys').select(['user_id as id', 'request_fingerprint', 'created_at'])
+      .where('idempotency_key', '=', idempotency.key).executeTakeFirst()
   const answerOf = (row: { id: number, request_fingerprint: string | null }): CreateOnceOutcome =>
     row.request_fingerprint === idempotency.fingerprint ? { id: row.id, replayed: true } : { differentRequest: true }
 
@@ -140,6 +196,8 @@ export function usersRepository (db: Kysely<Database>) {
     createOnce: async (user: NewUser, idempotency: IdempotencyKey) => await createUserOnce(db, user, idempotency),
     forgetIdempotencyKeys: async (keptSince: string) => { await forgetIdempotencyKeys(db, keptSince) },
     findById: async (id: number) => await findUser(db, id),
+    update: async (id: number, changes: UserChanges, expected: ExpectedVersions) => await updateUser(db, id, changes, expected),
+    delete: async (id: number, expected: ExpectedVersions) => await deleteUser(db, id, expected),
     list: async (page: Page) => await listUsers(db, page)
   }
 }

@@ -28,6 +28,9 @@ class TooManyBodiesError extends AppError {
   }
 }
 
+/** A JSON Merge Patch (RFC 7396): JSON that only `PATCH` takes; elsewhere it is refused as any other type. */
+const MERGE_PATCH = 'application/merge-patch+json'
+
 const FORBIDDEN_KEY = 'Body has a "__proto__" key, or a "constructor" key holding "prototype", which is not allowed'
 
 const DUPLICATE_KEY = 'Body has a member name twice in one object, which I-JSON (RFC 7493) does not allow'
@@ -93,10 +96,14 @@ export function readJsonBodies (app: FastifyInstance, bodyLimit: number): void {
   const parseJson = app.getDefaultJsonParser('error', 'error')
   // Without this, text/plain would be parsed as a string.
   app.removeContentTypeParser(['application/json', 'text/plain'])
-  app.addContentTypeParser('application/json', (request, payload, done) => {
+  app.addContentTypeParser(['application/json', MERGE_PATCH], (request, payload, done) => {
     const fail = (error: Error) => {
       request.bodyRefusal = error
       done(null, undefined)
+    }
+    if (request.method !== 'PATCH' && request.headers['content-type']?.toLowerCase().startsWith(MERGE_PATCH) === true) {
+      fail(new errorCodes.FST_ERR_CTP_INVALID_MEDIA_TYPE(MERGE_PATCH))
+      return
     }
     if (!isIdentity(request.headers['content-encoding'])) {
       fail(new AppError(UNSUPPORTED_ENCODING, 415, { 'accept-encoding': 'identity' }))

@@ -178,12 +178,12 @@ describe('the OpenAPI document follows AUTH', () => {
     assert.deepEqual(secured(doc), [])
   })
 
-  test('AUTH=writes marks exactly the POST operations, with the bearer scheme and a 401', async (t) => {
+  test('AUTH=writes marks exactly the operations that write (POST, PATCH, DELETE), with the bearer scheme and a 401', async (t) => {
     const doc = await document(t, 'writes')
     assert.deepEqual(doc.components.securitySchemes.bearerAuth, {
       type: 'http', scheme: 'bearer', bearerFormat: 'JWT', description: doc.components.securitySchemes.bearerAuth.description
     })
-    assert.deepEqual(secured(doc), ['post /users', 'post /users/{id}'])
+    assert.deepEqual(secured(doc), ['delete /users/{id}', 'patch /users/{id}', 'post /users', 'post /users/{id}'])
     assert.deepEqual(doc.paths['/users'].post.security, [{ bearerAuth: [] }])
     assert.ok(doc.paths['/users'].post.responses['401'])
     assert.equal(doc.paths['/users'].get.responses['401'], undefined)
@@ -191,6 +191,7 @@ describe('the OpenAPI document follows AUTH', () => {
 
   test('AUTH=all marks every API operation and /metrics, but not health and readiness', async (t) => {
     const doc = await document(t, 'all')
-    assert.deepEqual(secured(doc), ['get /', 'get /custom', 'get /metrics', 'get /users', 'get /users/{id}', 'post /users', 'post /users/{id}'])
+    assert.deepEqual(secured(doc), ['delete /users/{id}', 'get /', 'get /custom', 'get /metrics', 'get /users', 'get /users/{id}', 'patch /users/{id}',
+      'post /users', 'post /users/{id}'])
   })
 })

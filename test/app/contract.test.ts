@@ -20,19 +20,30 @@ const ada = { name: 'Ada', email: 'ada@example.com' }
 const hex = '507f1f77bcf86cd799439011'
 const json = { 'content-type': 'application/json' }
 
-type AppName = 'main' | 'limited' | 'overloaded'
+type AppName = 'main' | 'limited' | 'overloaded' | 'strict'
 const settings: Record<AppName, Record<string, string>> = {
   main: { AUTH: 'writes', JWT_SECRET: secret, BODY_LIMIT: '1024', RATE_LIMIT_MAX: '100000' },
   limited: { RATE_LIMIT_MAX: '1' },
-  overloaded: { OVERLOAD_MAX_HEAP_MB: '1' }
+  overloaded: { OVERLOAD_MAX_HEAP_MB: '1' },
+  strict: { REQUIRE_IF_MATCH: 'on' }
 }
 
 /**
  * A request that causes `status` on `operationId`, on one of the apps above; `before` is sent
  * first, and with `ifUnchanged` the request names the ETag of the answer to `before`; with
- * `twice`, the request is sent twice at once, and the answer with `status` is the one checked.
+ * `atCreated`, it goes to the `Location` of that answer; with `twice`, the request is sent twice at
+ * once, and the answer with `status` is the one checked.
  */
-interface Case { operationId: string, status: number, app?: AppName, request: InjectOptions, before?: InjectOptions, ifUnchanged?: true, twice?: true }
+interface Case {
+  operationId: string
+  status: number
+  app?: AppName
+  request: InjectOptions
+  before?: InjectOptions
+  ifUnchanged?: true
+  atCreated?: true
+  twice?: true
+}
 
 /**
  * Faults no client can cause, raised inside the real request lifecycle so that the real error
@@ -54,6 +65,8 @@ const valid: Record<string, InjectOptions> = {
   listUsers: { url: '/users?limit=10' },
   createUser: { method: 'POST', url: '/users', headers: { ...json, authorization }, payload: JSON.stringify(ada) },
   getUser: { url: '/users/1' },
+  updateUser: { method: 'PATCH', url: '/users/1', headers: { 'content-type': 'application/merge-patch+json', authorization }, payload: '{"name":"Grace"}' },
+  deleteUser: { method: 'DELETE', url: '/users/1', headers: { authorization } },
   validateUser: { method: 'POST', url: `/users/${hex}?limit=5`, headers: { ...json, authorization }, payload: JSON.stringify({ ...ada, age: 36 }) },
   health: { url: '/health' },
   ready: { url: '/ready' },
@@ -66,9 +79,9 @@ const keyed = (key: string, body: object): InjectOptions =>
 const cases: Case[] = [
   ...Object.entries(valid).map(([operationId, request]): Case => ({
     operationId,
-    status: operationId === 'createUser' ? 201 : 200,
+    status: operationId === 'createUser' ? 201 : operationId === 'deleteUser' ? 204 : 200,
     request,
-    ...(operationId === 'getUser' && { before: valid.createUser })
+    ...(['getUser', 'updateUser', 'deleteUser'].includes(operationId) && { before: valid.createUser, atCreated: true as const })
   })),
   ...Object.entries(valid).map(([operationId, request]): Case => ({ operationId, status: 500, request: fault('bug', request) })),
   { operationId: 'customHello', status: 400, request: { url: '/custom?age=abc' } },
@@ -87,13 +100,25 @@ const cases: Case[] = [
   { operationId: 'validateUser', status: 401, request: { ...valid.validateUser, headers: json } },
   { operationId: 'validateUser', status: 413, request: { ...valid.validateUser, payload: JSON.stringify({ ...ada, name: 'x'.repeat(2000) }) } },
   { operationId: 'validateUser', status: 415, request: { ...valid.validateUser, headers: { authorization, 'content-type': 'text/plain' } } },
+  { operationId: 'updateUser', status: 400, request: { ...valid.updateUser, payload: '{"name":null}' } },
+  { operationId: 'updateUser', status: 401, request: { ...valid.updateUser, headers: json } },
+  { operationId: 'updateUser', status: 404, request: { ...valid.updateUser, url: '/users/999' } },
+  { operationId: 'updateUser', status: 412, request: { ...valid.updateUser, headers: { ...valid.updateUser!.headers, 'if-match': '"1.999"' } } },
+  { operationId: 'updateUser', status: 413, request: { ...valid.updateUser, payload: JSON.stringify({ name: 'x'.repeat(2000) }) } },
+  { operationId: 'updateUser', status: 415, request: { ...valid.updateUser, headers: { authorization, 'content-type': 'text/plain' } } },
+  { operationId: 'updateUser', status: 428, app: 'strict', request: valid.updateUser! },
+  { operationId: 'deleteUser', status: 400, request: { ...valid.deleteUser, url: '/users/%zz' } },
+  { operationId: 'deleteUser', status: 401, request: { ...valid.deleteUser, headers: {} } },
+  { operationId: 'deleteUser', status: 404, request: { ...valid.deleteUser, url: '/users/999' } },
+  { operationId: 'deleteUser', status: 412, request: { ...valid.deleteUser, headers: { authorization, 'if-match': '"1.999"' } } },
+  { operationId: 'deleteUser', status: 428, app: 'strict', request: valid.deleteUser! },
   { operationId: 'createUser', status: 507, request: fault('ids', valid.createUser!) },
-  ...['listUsers', 'createUser', 'getUser', 'ready'].map((operationId): Case => ({ operationId, status: 503, request: fault('database', valid[operationId]!) })),
+  ...['listUsers', 'createUser', 'getUser', 'updateUser', 'deleteUser', 'ready'].map((operationId): Case => ({ operationId, status: 503, request: fault('database', valid[operationId]!) })),
   ...['hello', 'customHello', 'validateUser'].map((operationId): Case => ({ operationId, status: 503, app: 'overloaded', request: valid[operationId]! }))
 ]
 
 /** Every operation of the API with a limiter in front, twice: the second is over the limit. */
-const rateLimited = ['hello', 'customHello', 'listUsers', 'getUser', 'createUser', 'validateUser']
+const rateLimited = ['hello', 'customHello', 'listUsers', 'getUser', 'createUser', 'updateUser', 'deleteUser', 'validateUser']
 cases.push(...rateLimited.map((operationId): Case => ({ operationId, status: 429, app: 'limited', before: valid[operationId], request: valid[operationId]! })))
 
 interface DocumentedResponse { content?: Record<string, unknown>, headers?: Record<string, { required?: boolean }> }
@@ -130,11 +155,12 @@ describe('the service keeps every promise of its OpenAPI document', () => {
     // The load shedder samples the heap once a second.
     await getUntil(built.overloaded, '/', 503, 4000, 100)
 
-    for (const { operationId, status, app = 'main', request, before, ifUnchanged, twice } of cases) {
+    for (const { operationId, status, app = 'main', request, before, ifUnchanged, atCreated, twice } of cases) {
       const label = `${operationId} ${status} (${request.method ?? 'GET'} ${request.url})`
       const earlier = before === undefined ? undefined : await built[app].inject(before)
       const headers = ifUnchanged === true ? { ...request.headers, 'if-none-match': String(earlier?.headers.etag) } : request.headers
-      const send = async () => await built[app].inject({ ...request, headers })
+      const url = atCreated === true ? String(earlier?.headers.location) : request.url
+      const send = async () => await built[app].inject({ ...request, url, headers })
       const answers: LightMyRequestResponse[] = twice === true ? await Promise.all([send(), send()]) : [await send()]
       const response = answers.find((answer) => answer.statusCode === status) ?? answers[0]!
       assert.equal(response.statusCode, status, `${label}: ${response.body}`)

@@ -8,7 +8,8 @@ import { openApiDocument, testApp } from '../helpers.js'
 
 const operations = [
   ['get', '/'], ['get', '/custom'], ['get', '/users'], ['post', '/users'],
-  ['get', '/users/{id}'], ['post', '/users/{id}'], ['get', '/health'], ['get', '/ready'], ['get', '/metrics']
+  ['get', '/users/{id}'], ['patch', '/users/{id}'], ['delete', '/users/{id}'], ['post', '/users/{id}'],
+  ['get', '/health'], ['get', '/ready'], ['get', '/metrics']
 ] as const
 
 test('the OpenAPI document is valid OpenAPI 3 at version 1.0.0', async (t) => {
@@ -40,6 +41,8 @@ test('every route is documented with a summary, an operationId, a tag, and its e
   const statuses = (method: string, path: string) => Object.keys(document.paths[path][method].responses).sort()
   assert.deepEqual(statuses('post', '/users'), ['201', '400', '409', '413', '415', '422', '500', '503', '507'])
   assert.deepEqual(statuses('get', '/users/{id}'), ['200', '304', '400', '404', '500', '503'])
+  assert.deepEqual(statuses('patch', '/users/{id}'), ['200', '400', '404', '412', '413', '415', '428', '500', '503'])
+  assert.deepEqual(statuses('delete', '/users/{id}'), ['204', '400', '404', '412', '428', '500', '503'])
   assert.deepEqual(statuses('get', '/'), ['200', '500', '503'])
   assert.deepEqual(statuses('get', '/ready'), ['200', '500', '503'])
   assert.deepEqual(statuses('get', '/health'), ['200', '500'])
@@ -59,11 +62,11 @@ test('rate limiting and tokens, when on, are declared on the operations they gua
   assert.equal(responses('get', '/users')['401'], undefined, 'reads need no token under AUTH=writes')
 })
 
-test('the document names its schemas, closes the answers the contract fixes, and links a 201 to its user', async (t) => {
+test('the document names its schemas, closes the answers the contract fixes, and links a 201 to what can be done with its user', async (t) => {
   const document = await openApiDocument(t)
   const schemas = document.components.schemas
-  assert.deepEqual(Object.keys(schemas).sort(), ['Error', 'Greeting', 'NewUser', 'Status', 'User', 'UserSummary', 'UserToValidate', 'ValidatedUser'])
-  for (const name of ['Error', 'User', 'UserSummary', 'UserToValidate', 'ValidatedUser']) {
+  assert.deepEqual(Object.keys(schemas).sort(), ['Error', 'Greeting', 'NewUser', 'Status', 'User', 'UserPatch', 'UserSummary', 'UserToValidate', 'ValidatedUser'])
+  for (const name of ['Error', 'User', 'UserPatch', 'UserSummary', 'UserToValidate', 'ValidatedUser']) {
     assert.equal(schemas[name].additionalProperties, false, `${name} is closed`)
   }
   assert.notEqual(schemas.NewUser.additionalProperties, false, 'a new user may carry other properties, echoed back')
@@ -72,12 +75,30 @@ test('the document names its schemas, closes the answers the contract fixes, and
   const create = document.paths['/users'].post
   assert.deepEqual(create.requestBody.content['application/json'].schema, { $ref: '#/components/schemas/NewUser' })
   assert.equal(create.responses['201'].headers.Location.required, true)
-  assert.equal(create.responses['201'].links.GetCreatedUser.operationId, 'getUser')
+  assert.equal(create.responses['201'].headers.ETag.required, true)
+  const links = Object.values<any>(create.responses['201'].links).map((link) => link.operationId)
+  assert.deepEqual(links, ['getUser', 'updateUser', 'deleteUser'])
   assert.deepEqual(document.paths['/users'].get.responses['200'].content['application/json'].schema.items, { $ref: '#/components/schemas/UserSummary' })
   assert.equal(document.paths['/users'].get.responses['200'].headers['X-Total-Count'].required, true)
   assert.deepEqual(document.paths['/users/{id}'].post.responses['200'].content['application/json'].schema, { $ref: '#/components/schemas/ValidatedUser' })
   assert.match(schemas.NewUser.description, /`__proto__` key.*refused/)
   assert.match(schemas.NewUser.properties.email.description, /RFC 5321/)
+})
+
+test('PATCH and DELETE /users/{id} declare their body, If-Match and the user\'s ETag', async (t) => {
+  const document = await openApiDocument(t)
+  const update = document.paths['/users/{id}'].patch
+  const erase = document.paths['/users/{id}'].delete
+  assert.deepEqual(Object.keys(update.requestBody.content), ['application/merge-patch+json', 'application/json'])
+  for (const media of Object.values<any>(update.requestBody.content)) assert.deepEqual(media.schema, { $ref: '#/components/schemas/UserPatch' })
+  assert.deepEqual(document.components.schemas.UserPatch.required, undefined, 'every field of a patch may be left out')
+  for (const operation of [update, erase]) {
+    const ifMatch = operation.parameters.find((parameter: any) => parameter.in === 'header' && parameter.name === 'if-match')
+    assert.equal(ifMatch.required, false)
+  }
+  assert.equal(update.responses['200'].headers.ETag.required, true)
+  assert.equal(document.paths['/users/{id}'].get.responses['200'].headers.ETag.description, update.responses['200'].headers.ETag.description)
+  assert.equal(erase.responses['204'].content, undefined, 'a 204 has no body')
 })
 
 test('the request schemas of POST /users/{id} are in the document as validated', async (t) => {

@@ -53,6 +53,20 @@ test('a preflight answers 204 allowing the requested method and headers', async 
   assert.equal(response.headers['access-control-allow-headers'], 'Content-Type, Authorization')
 })
 
+test('a preflight for PATCH or DELETE with If-Match allows both, so that a page can change and erase users', async (t) => {
+  const { port } = await listeningApp(t)
+  for (const method of ['PATCH', 'DELETE']) {
+    const response = await rawRequest(port, {
+      method: 'OPTIONS',
+      path: '/users/1',
+      headers: { origin, 'access-control-request-method': method, 'access-control-request-headers': 'If-Match, Content-Type' }
+    })
+    assert.equal(response.statusCode, 204)
+    assert.ok(String(response.headers['access-control-allow-methods']).split(',').map((one) => one.trim()).includes(method), String(response.headers['access-control-allow-methods']))
+    assert.equal(response.headers['access-control-allow-headers'], 'If-Match, Content-Type')
+  }
+})
+
 test('an OPTIONS request that is not a preflight gets no plain-text error', async (t) => {
   const { port } = await listeningApp(t)
   const response = await rawRequest(port, { method: 'OPTIONS', path: '/users' })

@@ -11,9 +11,11 @@ import { addResponses } from './declare-responses.js'
 
 export const SECURITY_SCHEME = 'bearerAuth'
 
+const WRITES = new Set(['POST', 'PUT', 'PATCH', 'DELETE'])
+
 function needsToken (mode: AuthMode, method: RouteOptions['method']): boolean {
   if (mode === 'all') return true
-  if (mode === 'writes') return [method].flat().includes('POST')
+  if (mode === 'writes') return [method].flat().some((one) => WRITES.has(one))
   return false
 }
 

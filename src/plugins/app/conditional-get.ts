@@ -1,6 +1,7 @@
 /**
- * Conditional reads (RFC 9110 §13): a strong `ETag` on each 200, hashed from the body and
- * `X-Total-Count`, and 304 for a matching `If-None-Match` (docs/decisions/0006-conditional-get.md).
+ * Conditional reads (RFC 9110 §13): a strong `ETag` on each 200, the route's own or else hashed from
+ * the body and `X-Total-Count`, and 304 for a matching `If-None-Match`
+ * (docs/decisions/0006-conditional-get.md).
  */
 import { hash } from 'node:crypto'
 import type { onSendHookHandler } from 'fastify'
@@ -21,7 +22,7 @@ export const conditionalGet: onSendHookHandler<unknown> = (request, reply, paylo
     done(null, payload)
     return
   }
-  const tag = tagOf(payload, reply.getHeader('x-total-count'))
+  const tag = String(reply.getHeader('etag') ?? tagOf(payload, reply.getHeader('x-total-count')))
   // May be stored, but is revalidated with its tag before each use: a user changes.
   reply.header('etag', tag).header('cache-control', 'no-cache')
   const ifNoneMatch = request.headers['if-none-match']

@@ -16,7 +16,7 @@ export const EXPOSED_HEADERS = ['Location', 'Idempotent-Replayed', 'X-Total-Coun
 async function cors (app: FastifyInstance, options: { origin: true | string[] }): Promise<void> {
   await app.register(fastifyCors, {
     origin: options.origin,
-    methods: ['GET', 'HEAD', 'POST', 'OPTIONS'],
+    methods: ['GET', 'HEAD', 'POST', 'PATCH', 'DELETE', 'OPTIONS'],
     exposedHeaders: EXPOSED_HEADERS,
     maxAge: 600,
     // An OPTIONS request without the preflight headers is answered 204 all the same.

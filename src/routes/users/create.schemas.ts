@@ -14,6 +14,10 @@ const IdempotencyKey = Type.Object({
   }))
 })
 const LOCATION: HeaderSchema = { type: 'string', description: 'The new user\'s URL, `/users/{id}`.' }
+const CREATED_ETAG: HeaderSchema = {
+  type: 'string',
+  description: 'The new user\'s ETag, as `GET /users/{id}` gives it, for `If-Match` on a change right after. A retry answers the first tag again.'
+}
 const REPLAYED: HeaderSchema = {
   type: 'string',
   description: '`true` when the answer is the one given to an earlier request with the same `Idempotency-Key`; nothing new was stored.',
@@ -30,7 +34,7 @@ export const CreateUserSchema = {
   response: {
     201: refTo(NewUser, {
       description: 'Stored: the body exactly as sent, byte for byte; on a retry with the same `Idempotency-Key`, the first answer again.',
-      headers: { Location: LOCATION, 'Idempotent-Replayed': REPLAYED }
+      headers: { Location: LOCATION, ETag: CREATED_ETAG, 'Idempotent-Replayed': REPLAYED }
     }),
     400: invalid,
     409: errorResponse('A request with this `Idempotency-Key` is still being answered by this instance; retry shortly.'),
@@ -42,12 +46,11 @@ export const CreateUserSchema = {
   }
 }
 
-/** The 201's `Location` is the new user's `GET /users/{id}`. */
+/** The 201's `Location` is the new user's URL, for `GET`, `PATCH` and `DELETE /users/{id}`. */
+const atLocation = (operationId: string) => ({
+  operationId,
+  description: 'The `Location` header of the answer, `/users/{id}`, is this operation\'s URL for the new user.'
+})
 export const createUserLinks = {
-  201: {
-    GetCreatedUser: {
-      operationId: 'getUser',
-      description: 'The `Location` header of the answer, `/users/{id}`, is this operation\'s URL for the new user.'
-    }
-  }
+  201: { GetCreatedUser: atLocation('getUser'), UpdateCreatedUser: atLocation('updateUser'), DeleteCreatedUser: atLocation('deleteUser') }
 }

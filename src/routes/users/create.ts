@@ -5,6 +5,10 @@ import type { FastifyReply } from 'fastify'
 import type { CreateOnceOutcome } from '../../db/users.js'
 import { AppError } from '../../plugins/app/errors.js'
 import { CreateUserSchema, createUserLinks } from './create.schemas.js'
+import { userTag } from './user-id.js'
+
+/** A new user's version; a retry answers with it too, as the first answer did, whatever changed since. */
+const FIRST_VERSION = 1
 
 /** How often keys past their time are cleared from the database (they are ignored at once). */
 const FORGET_EVERY_MS = 3_600_000
@@ -47,7 +51,7 @@ const createUser: FastifyPluginAsyncTypebox<{ idempotencyKeyTtlMs: number }> = a
     // The schema types the body as parsed; what goes out is the same JSON, as bytes (on a
     // replay, the retry's bytes, which are the first request's: their fingerprints match).
     const raw: FastifyReply = reply
-    return raw.code(201).header('location', `/users/${id}`).type('application/json; charset=utf-8').send(request.bodyBytes)
+    return raw.code(201).header('location', `/users/${id}`).header('etag', userTag(id, FIRST_VERSION)).type('application/json; charset=utf-8').send(request.bodyBytes)
   })
 }
 

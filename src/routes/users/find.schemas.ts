@@ -1,7 +1,6 @@
 /** The contract of `GET /users/{id}`. */
-import { Type } from 'typebox'
 import { errorResponse, refTo } from '../common.schemas.js'
-import { databaseUnavailable, ETAG, IfNoneMatch, notModified, User } from './user.schemas.js'
+import { databaseUnavailable, IfNoneMatch, notFound, notModified, User, USER_ETAG, UserPath } from './user.schemas.js'
 
 export const GetUserSchema = {
   summary: 'Look up a stored user',
@@ -9,15 +8,13 @@ export const GetUserSchema = {
     '(`1`, not `01` or `1.0`); any other is a 404.',
   operationId: 'getUser',
   tags: ['users'],
-  params: Type.Object({
-    id: Type.String({ description: 'The user\'s integer id, in decimal.', examples: ['1'] })
-  }),
+  params: UserPath,
   headers: IfNoneMatch,
   response: {
-    200: refTo(User, { description: 'The user.', headers: { ETag: ETAG } }),
+    200: refTo(User, { description: 'The user.', headers: { ETag: USER_ETAG } }),
     304: notModified,
     400: errorResponse('The path cannot be decoded, e.g. `/users/%zz`.'),
-    404: errorResponse('No user has this id.'),
+    404: notFound,
     503: databaseUnavailable
   }
 }

@@ -1,13 +1,17 @@
-/** The user routes: list, look up and store users, and the validation showcase. */
+/** The user routes: list, look up, store, change and erase users, and the validation showcase. */
 import type { FastifyInstance } from 'fastify'
 import createUser from './create.js'
+import deleteUser from './delete.js'
 import findUser from './find.js'
 import listUsers from './list.js'
+import updateUser from './update.js'
 import validateUser from './validate.js'
 
-export default async function users (app: FastifyInstance, options: { idempotencyKeyTtlMs: number }): Promise<void> {
+export default async function users (app: FastifyInstance, options: { idempotencyKeyTtlMs: number, requireIfMatch: boolean }): Promise<void> {
   await app.register(listUsers)
   await app.register(findUser)
   await app.register(createUser, options)
+  await app.register(updateUser, options)
+  await app.register(deleteUser, options)
   await app.register(validateUser)
 }

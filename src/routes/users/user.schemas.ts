@@ -17,6 +17,9 @@ export const After = Type.Integer({
   description: 'Start after the user with this id (keyset pagination: every page costs the same, however deep). With `offset`, that many more are skipped after it.',
   examples: [100]
 })
+export const UserPath = Type.Object({
+  id: Type.String({ description: 'The user\'s integer id, in decimal.', examples: ['1'] })
+})
 export const IfNoneMatch = Type.Object({
   'if-none-match': Type.Optional(Type.String({ description: 'ETags from earlier answers; if one is current, the answer is 304 with no body.' }))
 })
@@ -55,6 +58,14 @@ export const NewUser = Type.Object({ name: Name, email: Email }, {
   description: `A user to store. Other properties are allowed and echoed back, but only \`name\` and \`email\` are stored. ${PROTOTYPE_KEYS}`
 })
 
+export const UserPatch = Type.Object({ name: Type.Optional(Name), email: Type.Optional(Email) }, {
+  $id: 'UserPatch',
+  additionalProperties: false,
+  examples: [{ email: 'ada@example.org' }],
+  description: 'A JSON Merge Patch (RFC 7396) of a user: the fields it holds are set, the others kept; `{}` changes nothing. ' +
+    `\`null\` would remove a field, and a user cannot be without either, so it is refused (400), as is any other property. ${PROTOTYPE_KEYS}`
+})
+
 export const UserToValidate = Type.Object({
   name: Name,
   email: Email,
@@ -72,9 +83,24 @@ export const ValidatedUser = Type.Object({
   examples: [{ id: '507f1f77bcf86cd799439011', name: 'Ada', email: 'ada@example.com' }]
 })
 
-export const userSchemas = [UserSummary, User, NewUser, UserToValidate, ValidatedUser]
+export const userSchemas = [UserSummary, User, NewUser, UserPatch, UserToValidate, ValidatedUser]
 
 export const ETAG: HeaderSchema = { type: 'string', description: 'A strong entity tag of this answer, for `If-None-Match`.' }
+export const USER_ETAG: HeaderSchema = {
+  type: 'string',
+  description: 'The user\'s strong entity tag, `"<id>.<version>"`: for `If-None-Match` on `GET`, and `If-Match` on `PATCH` and `DELETE`. ' +
+    'Any change to the stored user, shown here or not (its email), gives it a new one.'
+}
+export const IfMatch = Type.Object({
+  'if-match': Type.Optional(Type.String({
+    description: 'The user\'s ETag as last seen (or `*`, any): if the user has changed since, the answer is 412 and nothing is written. ' +
+      'Without it the write applies whatever the user\'s version, unless the service runs with `REQUIRE_IF_MATCH=on` (then 428).',
+    examples: ['"1.1"']
+  }))
+})
+export const notFound = errorResponse('No user has this id.')
+export const preconditionFailed = errorResponse('`If-Match` names no current ETag of this user: it has changed since it was read. Nothing was written.')
+export const preconditionRequired = errorResponse('`If-Match` is missing, and the service requires it (`REQUIRE_IF_MATCH=on`). Nothing was written.')
 export const notModified = Type.Null({ description: 'Not modified: `If-None-Match` names the current ETag. No body.', headers: { ETag: ETAG } })
 export const invalid = errorResponse('The request fails its schema; the message names the field.')
 export const badPath = errorResponse('The request fails its schema, or its path cannot be decoded (`/users/%zz`); the message says which.')
