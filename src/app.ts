@@ -59,11 +59,12 @@ export async function buildApp (config: Config, options: BuildOptions = {}): Pro
   await app.register(errors)
   // Files are served last, and not under the path of any route registered from here on.
   const apiSegments = apiPathSegments(app)
+  const tokenRules = { mode: config.auth, scopes: config.authScopes, maxLifetimeMs: config.jwt.maxLifetimeMs }
   await app.register(drain)
   if (config.metrics) await app.register(metricsCollection, { droppedLogLines: options.droppedLogLines })
   await app.register(requestContext)
   await app.register(cors, { origin: config.corsOrigin })
-  await app.register(swagger, { auth: config.auth })
+  await app.register(swagger, { auth: config.auth, signedBy: config.jwt.keys.kind })
   await app.register(storage, { database: config.database, traced: options.tracing !== undefined })
   await app.register(jwt, { jwt: config.jwt })
   await app.register(exposure, { production: config.production, auth: config.auth, rateLimit: config.rateLimit })
@@ -72,7 +73,7 @@ export async function buildApp (config: Config, options: BuildOptions = {}): Pro
   // the limiter so that their 401 is declared with the limiter's headers; its hook runs first.
   await app.register(async (api) => {
     await api.register(overload, config.overload)
-    await api.register(auth, { mode: config.auth })
+    await api.register(auth, tokenRules)
     if (config.rateLimit !== undefined) await api.register(rateLimit, config.rateLimit)
     await api.register(root)
     await api.register(users, { idempotencyKeyTtlMs: config.idempotencyKeyTtlMs, requireIfMatch: config.requireIfMatch })
@@ -81,7 +82,7 @@ export async function buildApp (config: Config, options: BuildOptions = {}): Pro
   if (config.metrics) {
     // Follows AUTH like the API, but is neither shed nor rate-limited: scrapes matter most under load.
     await app.register(async (operations) => {
-      await operations.register(auth, { mode: config.auth })
+      await operations.register(auth, tokenRules)
       await operations.register(metrics)
     })
   }

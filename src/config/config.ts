@@ -2,16 +2,17 @@
  * The environment, validated once at start-up and turned into the `Config` that `buildApp`
  * receives. Nothing else in `src/` reads `process.env` (a lint rule enforces it).
  */
-import { randomBytes } from 'node:crypto'
 import { existsSync } from 'node:fs'
 import { Type, type Static } from 'typebox'
 import { createCoercingAjv } from '../validation/ajv.js'
 import { ConfigError } from './config-error.js'
 import { connectionLimit, heapToShedAt } from './limits.js'
-import { checkSecretStrength, DURATION, parseDatabaseUrl, parseDuration, parseOrigins, parseTrustProxy } from './values.js'
+import { parseTokenConfig, type TokenConfig } from './tokens.js'
+import { DURATION, parseDatabaseUrl, parseDuration, parseOrigins, parseTrustProxy } from './values.js'
 
 export { ConfigError } from './config-error.js'
-export { describeDatabase, loadSigningSecret, parseDuration } from './values.js'
+export { loadSigningSecret } from './tokens.js'
+export { describeDatabase, parseDuration } from './values.js'
 
 const EnvSchema = Type.Object({
   NODE_ENV: Type.String({ default: 'development' }),
@@ -20,7 +21,14 @@ const EnvSchema = Type.Object({
   DATABASE_URL: Type.String({ default: 'sqlite:data/app.db' }),
   DATABASE_POOL_SIZE: Type.Integer({ minimum: 1, maximum: 1000, default: 10 }),
   JWT_SECRET: Type.Optional(Type.String({ minLength: 1 })),
+  JWT_JWKS_URL: Type.Optional(Type.String({ pattern: '^https?://[^/]' })),
+  JWT_PUBLIC_KEY: Type.Optional(Type.String({ minLength: 1 })),
+  JWT_ALGORITHMS: Type.Optional(Type.String({ minLength: 1 })),
+  JWT_ISSUER: Type.Optional(Type.String({ minLength: 1 })),
+  JWT_AUDIENCE: Type.Optional(Type.String({ minLength: 1 })),
+  JWT_MAX_LIFETIME: Type.String({ pattern: DURATION.source, default: '24h' }),
   AUTH: Type.Enum(['off', 'writes', 'all'], { default: 'off' }),
+  AUTH_SCOPES: Type.Enum(['on', 'off'], { default: 'off' }),
   CORS_ORIGIN: Type.Optional(Type.String({ minLength: 1 })),
   LOG_LEVEL: Type.Enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'], { default: 'info' }),
   BODY_LIMIT: Type.Integer({ minimum: 1, default: 1048576 }),
@@ -67,9 +75,11 @@ export interface Config {
   port: number
   host: string
   database: DatabaseConfig
-  /** The signing secret, and whether it was generated because none was configured. */
-  jwt: { secret: string, generated: boolean }
+  /** How tokens are verified, and the claims they must hold. */
+  jwt: TokenConfig
   auth: AuthMode
+  /** Whether each protected route asks for a scope: `users:read` to read, `users:write` to write. */
+  authScopes: boolean
   /** `true` reflects any requesting origin (the specification's policy). */
   corsOrigin: true | string[]
   logLevel: string
@@ -141,13 +151,7 @@ export function loadConfig (environment: Record<string, string | undefined>): Co
     throw new ConfigError('HEADERS_TIMEOUT_MS must not be more than REQUEST_TIMEOUT_MS')
   }
 
-  if (parsed.JWT_SECRET === undefined) {
-    if (production) throw new ConfigError('JWT_SECRET is required when NODE_ENV=production')
-    // A generated secret is known to no one, so no client could get a token.
-    if (parsed.AUTH !== 'off') throw new ConfigError(`JWT_SECRET is required when AUTH=${parsed.AUTH}`)
-  } else if (production) {
-    checkSecretStrength(parsed.JWT_SECRET)
-  }
+  if (parsed.AUTH_SCOPES === 'on' && parsed.AUTH === 'off') throw new ConfigError('AUTH_SCOPES=on needs AUTH=writes or AUTH=all: with AUTH=off no token is asked for')
 
   const database = parseDatabaseUrl(parsed.DATABASE_URL, parsed.DATABASE_POOL_SIZE)
   return {
@@ -155,10 +159,9 @@ export function loadConfig (environment: Record<string, string | undefined>): Co
     port: parsed.PORT,
     host: parsed.HOST,
     database,
-    jwt: parsed.JWT_SECRET === undefined
-      ? { secret: randomBytes(32).toString('base64url'), generated: true }
-      : { secret: parsed.JWT_SECRET, generated: false },
+    jwt: parseTokenConfig(parsed, parsed.AUTH !== 'off'),
     auth: parsed.AUTH,
+    authScopes: parsed.AUTH_SCOPES === 'on',
     corsOrigin: parsed.CORS_ORIGIN === undefined ? true : parseOrigins(parsed.CORS_ORIGIN),
     logLevel: parsed.LOG_LEVEL,
     bodyLimit: parsed.BODY_LIMIT,

@@ -40,23 +40,6 @@ export function parseDatabaseUrl (url: string, poolSize: number): DatabaseConfig
   throw new ConfigError('DATABASE_URL must be sqlite:<path>, sqlite::memory: or postgres://user:password@host:port/database')
 }
 
-/** The minimum for an HS256 secret: as many bytes as the hash it keys (RFC 7518 §3.2). */
-const MIN_SECRET_BYTES = 32
-
-export function checkSecretStrength (secret: string): void {
-  if (Buffer.byteLength(secret) < MIN_SECRET_BYTES) {
-    throw new ConfigError(`JWT_SECRET must be at least ${MIN_SECRET_BYTES} bytes when NODE_ENV=production`)
-  }
-}
-
-/** The signing secret alone, for `npm run token`, with the same rules. */
-export function loadSigningSecret (environment: Record<string, string | undefined>): string {
-  const secret = environment.JWT_SECRET
-  if (secret === undefined || secret === '') throw new ConfigError('JWT_SECRET is not set: tokens are signed with it')
-  if (environment.NODE_ENV === 'production') checkSecretStrength(secret)
-  return secret
-}
-
 /** Query parameters of a PostgreSQL URL that carry a credential or a key (node-postgres and libpq's). */
 const CREDENTIAL_PARAMETERS = ['password', 'sslpassword', 'sslkey', 'sslcert', 'sslrootcert', 'passfile']
 

@@ -1,4 +1,5 @@
 import assert from 'node:assert/strict'
+import { createHmac } from 'node:crypto'
 import { createSigner } from 'fast-jwt'
 import { describe, test } from 'node:test'
 import { captureLogs, postJson, testApp, type Env } from '../helpers.js'
@@ -42,10 +43,12 @@ test('without JWT_SECRET (AUTH=off, not production), start-up warns of nothing a
     ['JWT_SECRET is not set: this process uses a random secret of its own (AUTH is off, so no route asks for a token; set JWT_SECRET before turning it on)'])
 })
 
-test('AUTH=writes: every POST needs a bearer token; reads do not', async (t) => {
+test('AUTH=writes: every POST, PATCH and DELETE needs a bearer token; reads do not', async (t) => {
   const app = await appWith(t, 'writes')
   assertUnauthorized(await postJson(app, '/users', ada), /^Missing bearer token/)
   assertUnauthorized(await postJson(app, '/users/507f1f77bcf86cd799439011', ada))
+  assertUnauthorized(await app.inject({ method: 'PATCH', url: '/users/1', payload: { name: 'Grace' } }))
+  assertUnauthorized(await app.inject({ method: 'DELETE', url: '/users/1' }))
 
   const created = await app.inject({ method: 'POST', url: '/users', payload: ada, headers: bearer(token()) })
   assert.equal(created.statusCode, 201)
@@ -155,14 +158,92 @@ test('a token minted on a machine whose clock is up to a minute off is taken; fu
   assert.equal(await status({ iat: now - 3690, exp: now - 90 }), 401, 'exp 90 s ago')
 })
 
-test('the verified subject reaches the request and its log line', async (t) => {
+test('the verified subject and its client reach the request and its log line, never the token', async (t) => {
   const logs = captureLogs()
   const app = await testApp(t, { AUTH: 'writes', JWT_SECRET: secret, LOG_LEVEL: 'info' }, logs.stream)
-  await app.inject({ method: 'POST', url: '/users', payload: ada, headers: bearer(token({ sub: 'alice' })) })
+  const tokens = [token({ sub: 'alice' }), token({ sub: 'svc-1', azp: 'billing' }), token({ sub: 'svc-2', client_id: 'crm' })]
+  for (const sent of tokens) await app.inject({ method: 'POST', url: '/users', payload: ada, headers: bearer(sent) })
   await app.inject('/users')
-  const [create, list] = logs.lines.filter((line) => line.msg === 'request completed')
-  assert.equal(create?.user, 'alice')
-  assert.equal(list?.user, undefined, 'no token, no user')
+  const lines = logs.lines.filter((line) => line.msg === 'request completed')
+  assert.deepEqual(lines.map((line) => [line.user, line.clientId]), [['alice', undefined], ['svc-1', 'billing'], ['svc-2', 'crm'], [undefined, undefined]])
+  const logged = JSON.stringify(logs.lines)
+  for (const sent of tokens) assert.ok(!logged.includes(sent.split('.')[2]!), 'no token in any line')
+})
+
+test('a token that lives longer than JWT_MAX_LIFETIME (from iat, or from now) is refused, as is an exp that is not finite', async (t) => {
+  const app = await appWith(t, 'writes', { JWT_MAX_LIFETIME: '1h' })
+  const now = Math.floor(Date.now() / 1000)
+  const status = async (claims: Record<string, unknown>) =>
+    (await app.inject({ method: 'POST', url: '/users', payload: ada, headers: bearer(token({ sub: 'alice', ...claims }, { expiresIn: 0 })) })).statusCode
+  assert.equal(await status({ iat: now, exp: now + 3600 }), 201, 'exactly the limit')
+  assert.equal(await status({ iat: now, exp: now + 3660 }), 401, 'a minute over')
+  assert.equal(await status({ exp: now + 3000 }), 201, 'no iat: counted from now')
+  assert.equal(await status({ exp: now + 100_000_000 }), 401, '10^8 s ahead, no iat')
+  assert.equal(await status({ iat: now + 100_000_000 - 60, exp: now + 100_000_000 }), 401, 'an iat in the future gains nothing')
+  assert.equal(await status({ iat: now - 7200, exp: now + 60 }), 401, 'issued two hours ago for two hours and a minute')
+  const forever = createSigner({ key: secret, algorithm: 'HS256' })({ sub: 'alice', exp: 1e300 })
+  const refusal = await app.inject({ method: 'POST', url: '/users', payload: ada, headers: bearer(forever) })
+  assert.equal(refusal.statusCode, 401)
+  assert.equal(refusal.json().error, 'Token lives longer than this service accepts (JWT_MAX_LIFETIME): ask for one that expires sooner')
+  // JSON has no Infinity; 1e999 is how a token spells it.
+  const infinite = `${base64url({ alg: 'HS256', typ: 'JWT' })}.${Buffer.from('{"sub":"alice","exp":1e999}').toString('base64url')}`
+  const signed = `${infinite}.${createHmac('sha256', secret).update(infinite).digest('base64url')}`
+  assert.equal((await app.inject({ method: 'POST', url: '/users', payload: ada, headers: bearer(signed) })).statusCode, 401)
+  assert.equal((await app.inject('/users')).headers['x-total-count'], '2')
+})
+
+describe('AUTH_SCOPES=on', () => {
+  const scoped = (scope: Record<string, unknown>) => bearer(token({ sub: 'alice', ...scope }))
+
+  test('each protected route asks for users:read to read and users:write to write, from scope or scp; without it, 403', async (t) => {
+    const app = await appWith(t, 'all', { AUTH_SCOPES: 'on' })
+    const writer = scoped({ scope: 'openid users:write' })
+    const reader = scoped({ scp: ['users:read'] })
+    const both = scoped({ scp: 'users:read users:write' })
+    assert.equal((await app.inject({ method: 'POST', url: '/users', payload: ada, headers: writer })).statusCode, 201)
+    for (const [method, url] of [['GET', '/'], ['GET', '/custom'], ['GET', '/users'], ['GET', '/users/1'], ['HEAD', '/users'], ['GET', '/metrics']] as const) {
+      assert.equal((await app.inject({ method, url, headers: reader })).statusCode, 200, `${method} ${url} with users:read`)
+      const refused = await app.inject({ method, url, headers: writer })
+      assert.equal(refused.statusCode, 403, `${method} ${url} with users:write only`)
+      assert.equal(refused.headers['www-authenticate'], 'Bearer realm="api", error="insufficient_scope", scope="users:read"')
+      if (method === 'GET') assert.deepEqual(refused.json(), { error: 'Token lacks the scope this route asks for: users:read' })
+    }
+    const writes = [
+      { method: 'POST', url: '/users', payload: ada },
+      { method: 'POST', url: '/users/507f1f77bcf86cd799439011', payload: ada },
+      { method: 'PATCH', url: '/users/1', payload: { name: 'Grace' } },
+      { method: 'DELETE', url: '/users/1' }
+    ] as const
+    for (const request of writes) {
+      const refused = await app.inject({ ...request, headers: reader })
+      assert.equal(refused.statusCode, 403, `${request.method} ${request.url} with users:read only`)
+      assert.equal(refused.headers['www-authenticate'], 'Bearer realm="api", error="insufficient_scope", scope="users:write"')
+      assert.equal((await app.inject({ ...request, headers: scoped({}) })).statusCode, 403, 'no scope at all')
+    }
+    for (const request of writes) assert.ok([200, 201, 204].includes((await app.inject({ ...request, headers: both })).statusCode), request.method)
+    assertUnauthorized(await app.inject('/users'), /^Missing bearer token/)
+  })
+
+  test('a 403 is checked before the body, and counted by route in the metrics as the 401s are', async (t) => {
+    const app = await appWith(t, 'writes', { AUTH_SCOPES: 'on' })
+    const refused = await app.inject({ method: 'POST', url: '/users', payload: 'not json', headers: { ...scoped({ scope: 'users:read' }), 'content-type': 'application/json' } })
+    assert.equal(refused.statusCode, 403)
+    await app.inject({ method: 'POST', url: '/users', payload: ada })
+    assert.equal((await app.inject({ method: 'GET', url: '/users' })).statusCode, 200, 'AUTH=writes: reads stay public')
+    const metrics = (await app.inject('/metrics')).body
+    assert.match(metrics, /http_requests_total\{method="POST",route="\/users",status_code="403"\} 1/)
+    assert.match(metrics, /http_requests_total\{method="POST",route="\/users",status_code="401"\} 1/)
+  })
+
+  test('the document declares the scope of each protected operation, and its 403', async (t) => {
+    const app = await appWith(t, 'all', { AUTH_SCOPES: 'on' })
+    const doc = (await app.inject('/documentation/json')).json()
+    assert.deepEqual(doc.paths['/users'].get.security, [{ bearerAuth: ['users:read'] }])
+    assert.deepEqual(doc.paths['/users'].post.security, [{ bearerAuth: ['users:write'] }])
+    assert.deepEqual(doc.paths['/users/{id}'].delete.security, [{ bearerAuth: ['users:write'] }])
+    assert.match(doc.paths['/users/{id}'].patch.responses['403'].description, /users:write/)
+    assert.equal(doc.paths['/health'].get.security, undefined)
+  })
 })
 
 describe('the OpenAPI document follows AUTH', () => {

@@ -1,6 +1,12 @@
 import assert from 'node:assert/strict'
+import { generateKeyPairSync } from 'node:crypto'
+import { writeFileSync } from 'node:fs'
+import { join } from 'node:path'
 import { test } from 'node:test'
 import { ConfigError, describeDatabase, loadConfig } from '../../src/config/config.js'
+import { temporaryFolder } from '../helpers.js'
+
+const STRONG = 'a-test-secret-that-is-long-enough-for-hs256'
 
 test('defaults: port 3000 on all interfaces, SQLite under data/, no auth, any origin', () => {
   const config = loadConfig({})
@@ -37,16 +43,20 @@ test('values are read from the environment and converted', () => {
 
 test('AUTH=writes or all needs JWT_SECRET, for with a generated one no client could get a token', () => {
   for (const mode of ['writes', 'all']) {
-    assert.throws(() => loadConfig({ AUTH: mode }), new RegExp(`^ConfigError: JWT_SECRET is required when AUTH=${mode}$`))
-    assert.equal(loadConfig({ AUTH: mode, JWT_SECRET: 'a-secret' }).auth, mode)
+    assert.throws(() => loadConfig({ AUTH: mode }), /^ConfigError: JWT_SECRET \(or JWT_JWKS_URL or JWT_PUBLIC_KEY\) is required when AUTH is on$/)
+    assert.equal(loadConfig({ AUTH: mode, JWT_SECRET: STRONG }).auth, mode)
   }
 })
 
-test('in production JWT_SECRET must be at least 32 bytes', () => {
-  assert.throws(() => loadConfig({ NODE_ENV: 'production', JWT_SECRET: 's'.repeat(31) }),
-    /^ConfigError: JWT_SECRET must be at least 32 bytes when NODE_ENV=production$/)
-  assert.equal(loadConfig({ NODE_ENV: 'production', JWT_SECRET: 'é'.repeat(16) }).jwt.secret, 'é'.repeat(16), 'bytes, not characters')
-  assert.equal(loadConfig({ JWT_SECRET: 'short' }).jwt.secret, 'short', 'outside production a short secret is allowed')
+test('with AUTH on, in every environment, or in production, JWT_SECRET must be 32 bytes or more and not one character repeated', () => {
+  for (const environment of [{ AUTH: 'writes' }, { AUTH: 'all', NODE_ENV: 'development' }, { AUTH: 'writes', NODE_ENV: 'Production' }, { NODE_ENV: 'production' }]) {
+    assert.throws(() => loadConfig({ ...environment, JWT_SECRET: 'abc' }), /^ConfigError: JWT_SECRET must be at least 32 bytes: /, JSON.stringify(environment))
+    assert.throws(() => loadConfig({ ...environment, JWT_SECRET: 's'.repeat(30) + 't' }), /at least 32 bytes/, '31 bytes')
+    assert.throws(() => loadConfig({ ...environment, JWT_SECRET: 's'.repeat(48) }), /^ConfigError: JWT_SECRET must not be one character repeated$/)
+    assert.equal(loadConfig({ ...environment, JWT_SECRET: STRONG }).jwt.keys.kind, 'secret')
+  }
+  assert.deepEqual(loadConfig({ AUTH: 'writes', JWT_SECRET: 'é'.repeat(15) + 'è' }).jwt.keys, { kind: 'secret', secret: 'é'.repeat(15) + 'è', generated: false }, 'bytes, not characters')
+  assert.equal(loadConfig({ JWT_SECRET: 'short' }).auth, 'off', 'with AUTH off outside production no route checks a token, so any secret starts')
 })
 
 test('an empty variable counts as unset', () => {
@@ -85,8 +95,8 @@ test('a bad value is refused with one line naming the variable', () => {
 
 test('SHUTDOWN_DRAIN_MS is 5000 in production and 0 elsewhere, unless set', () => {
   assert.equal(loadConfig({}).shutdownDrainMs, 0)
-  assert.equal(loadConfig({ NODE_ENV: 'production', JWT_SECRET: 'x'.repeat(32) }).shutdownDrainMs, 5000)
-  assert.equal(loadConfig({ NODE_ENV: 'production', JWT_SECRET: 'x'.repeat(32), SHUTDOWN_DRAIN_MS: '0' }).shutdownDrainMs, 0)
+  assert.equal(loadConfig({ NODE_ENV: 'production', JWT_SECRET: STRONG }).shutdownDrainMs, 5000)
+  assert.equal(loadConfig({ NODE_ENV: 'production', JWT_SECRET: STRONG, SHUTDOWN_DRAIN_MS: '0' }).shutdownDrainMs, 0)
   assert.equal(loadConfig({ SHUTDOWN_DRAIN_MS: '250' }).shutdownDrainMs, 250)
 })
 
@@ -113,15 +123,50 @@ test('a database URL, a Redis URL or a secret is never echoed back in a refusal,
   }
 })
 
-test('production requires JWT_SECRET; elsewhere a random per-process secret is generated', () => {
-  assert.throws(() => loadConfig({ NODE_ENV: 'production' }), /^ConfigError: JWT_SECRET is required when NODE_ENV=production$/)
-  assert.deepEqual(loadConfig({ NODE_ENV: 'production', JWT_SECRET: 's'.repeat(32) }).jwt, { secret: 's'.repeat(32), generated: false })
+test('production requires JWT_SECRET or public keys; elsewhere a random per-process secret is generated', () => {
+  assert.throws(() => loadConfig({ NODE_ENV: 'production' }), /^ConfigError: JWT_SECRET \(or JWT_JWKS_URL or JWT_PUBLIC_KEY\) is required when NODE_ENV=production$/)
+  assert.deepEqual(loadConfig({ NODE_ENV: 'production', JWT_SECRET: STRONG }).jwt.keys, { kind: 'secret', secret: STRONG, generated: false })
+  assert.equal(loadConfig({ NODE_ENV: 'production', JWT_JWKS_URL: 'https://idp.example/jwks' }).jwt.keys.kind, 'jwks')
 
-  const first = loadConfig({}).jwt
-  const second = loadConfig({}).jwt
+  const first = loadConfig({}).jwt.keys
+  const second = loadConfig({}).jwt.keys
+  assert.ok(first.kind === 'secret' && second.kind === 'secret')
   assert.equal(first.generated, true)
   assert.ok(first.secret.length >= 32)
   assert.notEqual(first.secret, second.secret)
+})
+
+test('public keys: a JWKS URL or a PEM file, with algorithms of public keys only, and never beside JWT_SECRET', (t) => {
+  const jwks = loadConfig({ AUTH: 'writes', JWT_JWKS_URL: 'https://idp.example/realms/x/certs', JWT_ISSUER: 'https://idp.example', JWT_AUDIENCE: 'users-api, admin' }).jwt
+  assert.deepEqual(jwks, {
+    keys: { kind: 'jwks', url: 'https://idp.example/realms/x/certs', algorithms: ['RS256', 'ES256', 'EdDSA'] },
+    issuer: 'https://idp.example',
+    audience: ['users-api', 'admin'],
+    maxLifetimeMs: 86_400_000
+  })
+  assert.equal(loadConfig({ JWT_MAX_LIFETIME: '15m' }).jwt.maxLifetimeMs, 900_000)
+  const folder = temporaryFolder(t)
+  const pem = join(folder, 'key.pem')
+  writeFileSync(pem, generateKeyPairSync('ed25519').publicKey.export({ type: 'spki', format: 'pem' }))
+  assert.equal(loadConfig({ AUTH: 'all', JWT_PUBLIC_KEY: pem, JWT_ALGORITHMS: 'EdDSA' }).jwt.keys.kind, 'public-key')
+  const secretPem = join(folder, 'private.pem')
+  writeFileSync(secretPem, generateKeyPairSync('ed25519').privateKey.export({ type: 'pkcs8', format: 'pem' }))
+
+  const refusals: Array<[Record<string, string>, RegExp]> = [
+    [{ JWT_JWKS_URL: 'https://a/j', JWT_PUBLIC_KEY: pem }, /^set JWT_JWKS_URL or JWT_PUBLIC_KEY, not both$/],
+    [{ JWT_JWKS_URL: 'https://a/j', JWT_SECRET: STRONG }, /^JWT_SECRET is not used when tokens are verified with public keys/],
+    [{ JWT_JWKS_URL: 'https://a/j', JWT_ALGORITHMS: 'RS256,HS256' }, /^JWT_ALGORITHMS must list algorithms of public keys, from RS256, .* \(got HS256\)$/],
+    [{ JWT_JWKS_URL: 'https://a/j', JWT_ALGORITHMS: 'none' }, /\(got none\)$/],
+    [{ JWT_SECRET: STRONG, JWT_ALGORITHMS: 'RS256' }, /^JWT_ALGORITHMS is for public keys/],
+    [{ JWT_JWKS_URL: 'ftp://a/j' }, /^JWT_JWKS_URL must match pattern/],
+    [{ JWT_PUBLIC_KEY: join(folder, 'missing.pem') }, /^JWT_PUBLIC_KEY cannot be read: ENOENT/],
+    [{ JWT_PUBLIC_KEY: secretPem }, /^JWT_PUBLIC_KEY must be a PEM file holding a public key/],
+    [{ JWT_MAX_LIFETIME: 'forever' }, /^JWT_MAX_LIFETIME must be a duration/],
+    [{ AUTH_SCOPES: 'on' }, /^AUTH_SCOPES=on needs AUTH=writes or AUTH=all/]
+  ]
+  for (const [environment, message] of refusals) {
+    assert.throws(() => loadConfig(environment), (error: Error) => error instanceof ConfigError && message.test(error.message), JSON.stringify(environment))
+  }
 })
 
 test('a database URL as logged shows no credential: the password and every credential-bearing parameter are masked', () => {

@@ -49,7 +49,7 @@ test('every route is documented with a summary, an operationId, a tag, and its e
 })
 
 test('rate limiting and tokens, when on, are declared on the operations they guard, with their headers', async (t) => {
-  const document = await openApiDocument(t, { RATE_LIMIT_MAX: '10', AUTH: 'writes', JWT_SECRET: 'a-secret' })
+  const document = await openApiDocument(t, { RATE_LIMIT_MAX: '10', AUTH: 'writes', JWT_SECRET: 'a-test-secret-that-is-long-enough-for-hs256' })
   const responses = (method: string, path: string) => document.paths[path][method].responses
   for (const [method, path] of operations.filter(([, path]) => !['/health', '/ready', '/metrics'].includes(path))) {
     const limited = responses(method, path)['429']
@@ -119,7 +119,7 @@ test('the request schemas of POST /users/{id} are in the document as validated',
 })
 
 /** The document under each setting that changes it: tokens and rate limiting off, and on. */
-const documentSettings: Array<Record<string, string>> = [{ AUTH: 'off' }, { AUTH: 'all', JWT_SECRET: 'a-secret', RATE_LIMIT_MAX: '10' }]
+const documentSettings: Array<Record<string, string>> = [{ AUTH: 'off' }, { AUTH: 'all', JWT_SECRET: 'a-test-secret-that-is-long-enough-for-hs256', RATE_LIMIT_MAX: '10' }]
 
 test('the OpenAPI document is clean under Spectral\'s spectral:oas ruleset, whatever the settings', async (t) => {
   const spectral = new Spectral()

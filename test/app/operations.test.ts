@@ -66,7 +66,7 @@ test('METRICS=off removes the route', async (t) => {
 })
 
 test('/metrics follows AUTH like the API', async (t) => {
-  const secret = 'metrics-secret'
+  const secret = 'a-metrics-secret-of-at-least-thirty-two-bytes'
   const token = createSigner({ key: secret, expiresIn: 60_000 })({ sub: 'prometheus' })
   assert.equal((await (await testApp(t, { AUTH: 'writes', JWT_SECRET: secret })).inject('/metrics')).statusCode, 200)
   const protectedApp = await testApp(t, { AUTH: 'all', JWT_SECRET: secret })

@@ -120,7 +120,7 @@ test('an IPv6 client counts by its /64 network: taking another address of its ow
 })
 
 test('a production start with AUTH=off or without RATE_LIMIT_MAX logs one warning naming what is open and what closes it', async (t) => {
-  const production = { NODE_ENV: 'production', JWT_SECRET: 's'.repeat(32), LOG_LEVEL: 'info' }
+  const production = { NODE_ENV: 'production', JWT_SECRET: 'a-test-secret-that-is-long-enough-for-hs256', LOG_LEVEL: 'info' }
   const warnings = async (env: Record<string, string>) => {
     const logs = captureLogs()
     await (await testApp(t, { ...production, ...env }, logs.stream)).ready()

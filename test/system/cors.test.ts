@@ -20,7 +20,7 @@ const SAFELISTED = new Set(['cache-control', 'content-language', 'content-length
 
 test('CORS lets browsers read every header the API document declares on an answer (Location, Idempotent-Replayed, ETag, the rate limits…)', async (t) => {
   // Tokens and rate limits on, so that the document declares their headers too.
-  const { port } = await listeningApp(t, { AUTH: 'writes', JWT_SECRET: 'a-secret', RATE_LIMIT_MAX: '100' })
+  const { port } = await listeningApp(t, { AUTH: 'writes', JWT_SECRET: 'a-test-secret-that-is-long-enough-for-hs256', RATE_LIMIT_MAX: '100' })
   const document = JSON.parse((await rawRequest(port, { path: '/documentation/json' })).body)
   const declared = new Set<string>()
   for (const operations of Object.values<Record<string, any>>(document.paths)) {

@@ -9,7 +9,7 @@ import { promisify } from 'node:util'
 import { openApiDocument } from '../helpers.js'
 
 /** The document under each setting that changes it: tokens and rate limiting off, and on. */
-const documentSettings: Array<Record<string, string>> = [{ AUTH: 'off' }, { AUTH: 'all', JWT_SECRET: 'a-secret', RATE_LIMIT_MAX: '10' }]
+const documentSettings: Array<Record<string, string>> = [{ AUTH: 'off' }, { AUTH: 'all', JWT_SECRET: 'a-test-secret-that-is-long-enough-for-hs256', RATE_LIMIT_MAX: '10' }]
 
 /**
  * The greeting, liveness, readiness and metrics take no parameter and no body, so they have no

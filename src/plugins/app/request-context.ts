@@ -29,6 +29,12 @@ async function requestContext (app: FastifyInstance): Promise<void> {
   const accessLog = ['info', 'debug', 'trace'].includes(app.log.level)
   const observe = app.hasDecorator('observeRequest') ? app.observeRequest : undefined
 
+  /** The application a token was issued to (`azp`, or `client_id`), when the identity provider names it. */
+  const clientIdOf = (user: FastifyRequest['user'] | undefined): string | undefined => {
+    const id = user?.azp ?? user?.client_id
+    return typeof id === 'string' ? id : undefined
+  }
+
   const accessFields = (request: FastifyRequest, reply: FastifyReply) => ({
     reqId: request.id,
     method: request.method,
@@ -37,7 +43,8 @@ async function requestContext (app: FastifyInstance): Promise<void> {
     client: request.ip,
     route: request.routeOptions.url ?? null,
     responseTime: Math.round(reply.elapsedTime * 100) / 100,
-    user: request.user?.sub
+    user: request.user?.sub,
+    clientId: clientIdOf(request.user)
   })
 
   /** A client that leaves before its answer gets no onResponse: the response's close writes its line. */

@@ -1,14 +1,19 @@
-/** @fastify/jwt with the shared secret: HS256 tokens that carry `sub` and `exp` (seed §5). */
+/**
+ * @fastify/jwt over the configured keys: the shared secret (HS256, seed §5), a public key, or an
+ * identity provider's JWKS (plugins/app/provider-keys.ts). It checks the signature, the algorithm, `sub`, `exp`, and
+ * `iss` and `aud` when they are configured.
+ */
 import jwt from '@fastify/jwt'
-import type { FastifyInstance } from 'fastify'
+import type { FastifyInstance, FastifyRequest } from 'fastify'
 import fp from 'fastify-plugin'
-import type { Config } from '../../config/config.js'
+import type { TokenConfig } from '../../config/tokens.js'
+import { providerKeys } from '../app/provider-keys.js'
 
 declare module '@fastify/jwt' {
   interface FastifyJWT {
     payload: { sub: string }
     /** The verified token's claims; `request.user.sub` names the caller. */
-    user: { sub: string, exp: number }
+    user: { sub: string, exp: number, iat?: number, scope?: unknown, scp?: unknown, azp?: unknown, client_id?: unknown }
   }
 }
 
@@ -18,15 +23,33 @@ declare module '@fastify/jwt' {
  */
 const CLOCK_SKEW_MS = 60_000
 
-async function signer (app: FastifyInstance, options: { jwt: Config['jwt'] }): Promise<void> {
-  if (options.jwt.generated) {
+const BEARER = /^Bearer +([A-Za-z0-9._~+/-]+=*) *$/i
+
+/** The token of an `Authorization: Bearer` header; undefined when the header is not one. */
+export const bearerToken = (header: string | undefined): string | undefined => header === undefined ? undefined : BEARER.exec(header)?.[1]
+
+async function tokens (app: FastifyInstance, { jwt: config }: { jwt: TokenConfig }): Promise<void> {
+  const { keys } = config
+  if (keys.kind === 'secret' && keys.generated) {
     // Only with AUTH=off, where nothing checks a token: info, not a warning.
     app.log.info('JWT_SECRET is not set: this process uses a random secret of its own (AUTH is off, so no route asks for a token; set JWT_SECRET before turning it on)')
   }
+  const secret = keys.kind === 'secret'
+    ? keys.secret
+    : keys.kind === 'public-key' ? { public: keys.publicKey } : providerKeys(keys.url, keys.algorithms, app.log)
   await app.register(jwt, {
-    secret: options.jwt.secret,
-    verify: { algorithms: ['HS256'], requiredClaims: ['sub', 'exp'], clockTolerance: CLOCK_SKEW_MS }
+    secret,
+    // The key function reads the token's header: its `kid` and `alg`.
+    decode: { complete: true },
+    verify: {
+      algorithms: keys.kind === 'secret' ? ['HS256'] : keys.algorithms,
+      requiredClaims: ['sub', 'exp'],
+      clockTolerance: CLOCK_SKEW_MS,
+      ...(config.issuer !== undefined && { allowedIss: config.issuer }),
+      ...(config.audience !== undefined && { allowedAud: config.audience }),
+      extractToken: (request: FastifyRequest) => bearerToken(request.headers.authorization)
+    }
   })
 }
 
-export default fp(signer, { name: 'jwt' })
+export default fp(tokens, { name: 'jwt' })

@@ -6,6 +6,7 @@ import swagger, { type SwaggerTransform, type SwaggerTransformObject } from '@fa
 import type { FastifyInstance, FastifySchema } from 'fastify'
 import fp from 'fastify-plugin'
 import type { AuthMode } from '../../config/config.js'
+import type { TokenKeys } from '../../config/tokens.js'
 import { errorResponse, type Responses } from '../../routes/common.schemas.js'
 import { withHeaders } from '../app/declare-responses.js'
 import { REQUEST_ID_HEADER } from '../app/request-context.js'
@@ -56,7 +57,7 @@ const headersRequired: SwaggerTransformObject = (document) => {
   return document.openapiObject
 }
 
-async function docs (app: FastifyInstance, options: { auth: AuthMode }): Promise<void> {
+async function docs (app: FastifyInstance, options: { auth: AuthMode, signedBy: TokenKeys['kind'] }): Promise<void> {
   await app.register(swagger, {
     transform,
     transformObject: headersRequired,
@@ -81,7 +82,9 @@ async function docs (app: FastifyInstance, options: { auth: AuthMode }): Promise
               type: 'http',
               scheme: 'bearer',
               bearerFormat: 'JWT',
-              description: 'An HS256 token with `sub` and `exp`, signed with `JWT_SECRET`; `npm run token -- --sub <subject>` prints one.'
+              description: options.signedBy === 'secret'
+                ? 'An HS256 token with `sub` and `exp`, signed with `JWT_SECRET`; `npm run token -- --sub <subject>` prints one.'
+                : 'A token with `sub` and `exp` from the identity provider whose keys the service is configured with.'
             }
           }
         }

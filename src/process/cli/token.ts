@@ -1,13 +1,13 @@
 /**
- * `npm run token -- --sub <subject> [--expires 1h]`: prints an HS256 token signed with JWT_SECRET,
- * the kind the service accepts.
+ * `npm run token -- --sub <subject> [--expires 1h] [--scope "users:read users:write"]`: prints an
+ * HS256 token signed with JWT_SECRET, the kind the service accepts in its shared-secret mode.
  */
 import '../supported-node.js'
 import { parseArgs } from 'node:util'
 import { createSigner } from 'fast-jwt'
 import { ConfigError, loadSigningSecret, parseDuration, readEnvironment } from '../../config/config.js'
 
-const USAGE = 'usage: npm run token -- --sub <subject> [--expires <number><s|m|h|d>, default 1h]'
+const USAGE = 'usage: npm run token -- --sub <subject> [--expires <number><s|m|h|d>, default 1h] [--scope "<scope> <scope>…"]'
 
 function fail (message: string): never {
   process.stderr.write(`${message}\n`)
@@ -16,23 +16,31 @@ function fail (message: string): never {
 
 let values
 try {
-  ({ values } = parseArgs({ options: { sub: { type: 'string' }, expires: { type: 'string', default: '1h' } } }))
+  ({ values } = parseArgs({ options: { sub: { type: 'string' }, expires: { type: 'string', default: '1h' }, scope: { type: 'string' } } }))
 } catch (error) {
   fail(`${(error as Error).message}; ${USAGE}`)
 }
 
-const { sub, expires } = values
+const { sub, expires, scope } = values
 if (sub === undefined || sub === '') fail(`--sub is required; ${USAGE}`)
 const expiresInMs = parseDuration(expires)
 if (expiresInMs === undefined) fail(`--expires must look like 30s, 15m, 1h or 7d (got ${JSON.stringify(expires)}); ${USAGE}`)
 
+const environment = readEnvironment()
+// The service refuses a token that lives longer than JWT_MAX_LIFETIME: none is minted.
+const maxLifetime = environment.JWT_MAX_LIFETIME === undefined || environment.JWT_MAX_LIFETIME === '' ? '24h' : environment.JWT_MAX_LIFETIME
+const maxLifetimeMs = parseDuration(maxLifetime)
+if (maxLifetimeMs === undefined) fail(`Configuration error: JWT_MAX_LIFETIME must be a duration such as 30s, 15m, 1h or 7d (got ${JSON.stringify(maxLifetime)})`)
+if (expiresInMs > maxLifetimeMs) fail(`--expires ${expires} is longer than the service accepts (JWT_MAX_LIFETIME=${maxLifetime})`)
+
 let secret
 try {
-  secret = loadSigningSecret(readEnvironment())
+  secret = loadSigningSecret(environment)
 } catch (error) {
   if (!(error instanceof ConfigError)) throw error
   fail(`Configuration error: ${error.message}`)
 }
 
 const sign = createSigner({ key: secret, algorithm: 'HS256', expiresIn: expiresInMs })
-process.stdout.write(`${sign({ sub })}\n`)
+const scopes = scope?.split(' ').filter((one) => one !== '') ?? []
+process.stdout.write(`${sign({ sub, ...(scopes.length > 0 && { scope: scopes.join(' ') }) })}\n`)
