@@ -11,6 +11,7 @@ import { idempotencyKeys } from './migrations/2026-11-24-idempotency-keys.js'
 import { boundUserIds } from './migrations/2026-11-25-bound-user-ids.js'
 import { keyedUsersByAge } from './migrations/2026-11-26-keyed-users-by-age.js'
 import { changingUsers } from './migrations/2026-11-29-changing-users.js'
+import { readinessProbe } from './migrations/2026-11-29-readiness-probe.js'
 
 /** Every migration, by name, in the order they run. */
 export function migrations (dialect: Dialect): Record<string, Migration> {
@@ -20,7 +21,8 @@ export function migrations (dialect: Dialect): Record<string, Migration> {
     '2026-11-24-idempotency-keys': idempotencyKeys(),
     '2026-11-25-bound-user-ids': boundUserIds(dialect),
     '2026-11-26-keyed-users-by-age': keyedUsersByAge(),
-    '2026-11-29-changing-users': changingUsers(dialect)
+    '2026-11-29-changing-users': changingUsers(dialect),
+    '2026-11-29-readiness-probe': readinessProbe(dialect)
   }
 }
 

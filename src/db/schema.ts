@@ -28,10 +28,17 @@ export interface UserCountsTable {
   total: number
 }
 
+/** One row, rewritten by readiness while writes fail (migrations/2026-11-29-readiness-probe.ts). */
+export interface ReadinessProbeTable {
+  id: number
+  payload: Buffer
+}
+
 export interface Database {
   users: UsersTable
   user_counts: UserCountsTable
   erased_user_keys: ErasedUserKeysTable
+  readiness_probe: ReadinessProbeTable
 }
 
 export type UserRow = Selectable<UsersTable>

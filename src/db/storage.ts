@@ -2,6 +2,8 @@
  * The service's storage: Kysely over the configured database, migrated, with every query watched
  * for outages (observed-dialect.ts). SQLite runs on a worker thread; PostgreSQL through its pool.
  */
+import { randomBytes } from 'node:crypto'
+import { setTimeout as sleep } from 'node:timers/promises'
 import { Kysely } from 'kysely'
 import type { DatabaseConfig } from '../config/config.js'
 import { migrateToLatest, type MigrationOutcome } from './migrate.js'
@@ -11,7 +13,7 @@ import { connectionLossesLog, connectionRefusalsLog } from './postgres-logs.js'
 import type { Database } from './schema.js'
 import { sqliteWorkerDialect } from './sqlite-dialect.js'
 import { openSqliteWorker } from './sqlite-thread.js'
-import { outageLog, type OutageLogger } from './unavailable.js'
+import { outageLog, type OutageLog, type OutageLogger } from './unavailable.js'
 
 export interface Storage {
   db: Kysely<Database>
@@ -24,6 +26,39 @@ export interface Storage {
   migrations: MigrationOutcome
 }
 
+/** The probe writes as many bytes as a large client write, so that its success means theirs fit too. */
+const PROBE_BYTES = 32 * 1024
+/** How long readiness waits for the probe; a probe still running is shared by the next check. */
+const PROBE_TIMEOUT_MS = 1000
+
+/**
+ * Readiness includes writes: while the last write failed for the database (a full disk, a failed
+ * sync, a read-only file), each check rewrites the probe row, and only its success, tracked as any
+ * write, ends the outage.
+ */
+function withWriteProbe (db: Kysely<Database>, outages: { writes: OutageLog }, check: () => Promise<void>): () => Promise<void> {
+  let probing: Promise<unknown> | undefined
+  const probe = () => {
+    probing ??= db.updateTable('readiness_probe').set({ payload: randomBytes(PROBE_BYTES) }).where('id', '=', 1).execute()
+      .finally(() => { probing = undefined })
+    return probing
+  }
+  return async () => {
+    await check()
+    if (outages.writes.failing()) await within(probe(), PROBE_TIMEOUT_MS)
+  }
+}
+
+/** Waits for `promise` at most `ms`, then rejects; the promise goes on. */
+async function within (promise: Promise<unknown>, ms: number): Promise<void> {
+  const timer = new AbortController()
+  try {
+    await Promise.race([promise, sleep(ms, undefined, { signal: timer.signal }).then(() => { throw new Error(`the write probe took over ${ms} ms`) })])
+  } finally {
+    timer.abort()
+  }
+}
+
 export async function openStorage (config: DatabaseConfig, log: OutageLogger, { traced = false } = {}): Promise<Storage> {
   const outages = { reads: outageLog(log, 'reads'), writes: outageLog(log, 'writes') }
   if (config.dialect === 'sqlite') {
@@ -32,7 +67,8 @@ export async function openStorage (config: DatabaseConfig, log: OutageLogger, { 
     const db = new Kysely<Database>({ dialect })
     // Kysely closes its driver only once a query has run: the worker is closed here either way.
     const close = async () => { await db.destroy(); await worker.close() }
-    return { db, check: async () => { await outages.reads.track(check()) }, close, migrations: worker.migrations }
+    const checkReads = async () => { await outages.reads.track(check()) }
+    return { db, check: withWriteProbe(db, outages, checkReads), close, migrations: worker.migrations }
   }
 
   const { dialect, poolStats, end } = postgresDialect(config, {
@@ -50,6 +86,6 @@ export async function openStorage (config: DatabaseConfig, log: OutageLogger, { 
     throw error
   }
   const db = new Kysely<Database>({ dialect: observed(dialect, { outages, traced: traced ? 'postgresql' : undefined }) })
-  const check = async () => { await db.selectNoFrom((eb) => eb.lit(1).as('one')).execute() }
+  const check = withWriteProbe(db, outages, async () => { await db.selectNoFrom((eb) => eb.lit(1).as('one')).execute() })
   return { db, check, close: async () => { await db.destroy(); await end() }, poolStats, migrations }
 }

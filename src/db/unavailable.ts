@@ -86,6 +86,8 @@ export interface OutageLogger {
  */
 export interface OutageLog {
   track: <T>(operation: Promise<T>) => Promise<T>
+  /** Whether the last of these operations failed because the database cannot work now. */
+  failing: () => boolean
 }
 
 export function outageLog (log: OutageLogger, operations: 'reads' | 'writes'): OutageLog {
@@ -105,6 +107,7 @@ export function outageLog (log: OutageLogger, operations: 'reads' | 'writes'): O
         }
         throw error
       }
-    }
+    },
+    failing: () => failures > 0
   }
 }

@@ -13,7 +13,7 @@ import { describe, test, type TestContext } from 'node:test'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { createDatabase } from '../../src/db/database.js'
 import { migrateToLatest } from '../../src/db/migrate.js'
-import { captureLogs, postJson, postJsonOver, temporaryFolder, testApp } from '../helpers.js'
+import { captureLogs, getUntil, postJson, postJsonOver, temporaryFolder, testApp } from '../helpers.js'
 import { freePort, fromSource, repositoryRoot, runScript, startService } from '../process.js'
 
 const needsRoot = process.getuid?.() === 0 ? false : 'needs root, to mount and freeze filesystems (CI runs as root)'
@@ -62,7 +62,7 @@ const user = (name: string) => ({ name, email: `${name.toLowerCase()}@example.co
 const names = async (app: Awaited<ReturnType<typeof testApp>>) => (await app.inject('/users')).json().map((row: { name: string }) => row.name)
 
 describe('SQLite under faults of the machine', { skip: needsRoot }, () => {
-  test('a full disk: writes answer 503 and store nothing, reads go on, and writes work again once space is freed', async (t) => {
+  test('a full disk: writes answer 503 and store nothing, reads go on, /ready says 503, and all works again once space is freed', async (t) => {
     const folder = smallFilesystem(t, '4m')
     const logs = captureLogs()
     const app = await testApp(t, { DATABASE_URL: `sqlite:${join(folder, 'app.db')}`, LOG_LEVEL: 'info' }, logs.stream)
@@ -74,8 +74,13 @@ describe('SQLite under faults of the machine', { skip: needsRoot }, () => {
     assert.deepEqual(refused[0]!.json(), { error: 'Database unavailable' })
     assert.deepEqual(await names(app), ['Ada'], 'reads go on, and see nothing of the refused writes')
     assert.equal((await postJson(app, '/users', user('Full'))).statusCode, 503)
+    assert.equal((await app.inject('/ready')).statusCode, 503, 'not ready while writes fail')
+    assert.equal((await app.inject('/ready')).statusCode, 503, 'the probe fails as the writes do')
 
     unlinkSync(filler)
+    // No client writes: readiness's own probe finds that writes work again.
+    const ready = await getUntil(app, '/ready', 200, 1000)
+    assert.equal(ready.statusCode, 200)
     assert.equal((await postJson(app, '/users', user('Grace'))).statusCode, 201)
     assert.deepEqual(await names(app), ['Ada', 'Grace'])
     const outage = logs.lines.filter((line) => /^database (unavailable|available again)/.test(line.msg))

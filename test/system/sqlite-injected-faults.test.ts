@@ -19,7 +19,7 @@ async function names (service: RunningService): Promise<string[]> {
 }
 
 describe('SQLite on a disk whose sync fails or stalls, or that turns read-only', { skip: needsCompiler }, () => {
-  test('a failed sync: every write it covered answers 503, none of them is ever seen, not even after a crash, and writes work again', async (t) => {
+  test('a failed sync: every write it covered answers 503, none is ever seen, not even after a crash; /ready says 503 until writes work again', async (t) => {
     const disk = injectedFaults(t)
     const filename = join(temporaryFolder(t), 'app.db')
     const service = await startService(t, { DATABASE_URL: `sqlite:${filename}`, ...disk.env })
@@ -31,8 +31,13 @@ describe('SQLite on a disk whose sync fails or stalls, or that turns read-only',
     assert.deepEqual(JSON.parse(refused[0]!.body), { error: 'Database unavailable' })
     assert.equal(refused[0]!.headers['retry-after'], '1')
     assert.deepEqual(await names(service), ['Ada'], 'no reader sees a row whose sync failed')
+    assert.equal((await rawRequest(service.port, { path: '/ready' })).statusCode, 503, 'not ready while syncs fail')
 
     disk.set('ok')
+    const recoveredAt = performance.now()
+    let ready = 0
+    while (ready !== 200 && performance.now() - recoveredAt < 1000) ready = (await rawRequest(service.port, { path: '/ready' })).statusCode
+    assert.equal(ready, 200, 'ready again within a second, by its own probe, before any client writes')
     assert.equal((await postJsonOver(service.port, '/users', user('Grace'))).statusCode, 201)
     assert.deepEqual(await names(service), ['Ada', 'Grace'])
     const logged = service.stdout.filter((line) => /"msg":"database unavailable/.test(line))
