@@ -268,22 +268,62 @@ test('a connection that sends nothing and reads nothing is closed, its descripto
   assert.ok(openDescriptors(pid) <= before + 2, `${openDescriptors(pid) - before} descriptors are still held`)
 })
 
-test('connections beyond the open-file limit are refused while those open are served, said once as it begins and once as it ends, and counted; the service lives on', { skip: noProc }, async (t) => {
+/** Connections each in the middle of sending a request's headers, destroyed when the test ends. */
+async function sendingConnections (t: TestContext, port: number, count: number): Promise<net.Socket[]> {
+  const sockets = silentConnections(t, port, count)
+  await Promise.all(sockets.map(async (socket) => {
+    await once(socket, 'connect')
+    socket.write('GET /health HTTP/1.1\r\nHost: localhost\r\n')
+  }))
+  return sockets
+}
+
+/** GET /health on a new connection: its status, or the error that kept it from one. */
+const healthOn = async (port: number) => await new Promise<number | string>((resolve) => {
+  http.get({ host: '127.0.0.1', port, path: '/health', agent: false }, (response) => {
+    response.resume()
+    resolve(response.statusCode ?? 0)
+  }).on('error', (error: NodeJS.ErrnoException) => resolve(error.code ?? 'error'))
+})
+
+test('under `ulimit -n 1024`, 1,100 silent connections do not keep a new client out: the oldest silent ones make room, those sending a request stay', { skip: noProc }, async (t) => {
+  const { nodeArgs, command } = serverUnderOpenFileLimit(1024)
+  const service = await startService(t, { DATABASE_URL: 'sqlite::memory:' }, undefined, nodeArgs, command)
+  const sending = await sendingConnections(t, service.port, 5)
+  const silent = silentConnections(t, service.port, 1100)
+  await Promise.all(silent.map(async (socket) => await Promise.race([once(socket, 'connect'), once(socket, 'close')])))
+  // A connection is silent once it has sent nothing for a second; room is then made ahead of clients.
+  await sleep(1500)
+  const askedAt = performance.now()
+  assert.equal(await healthOn(service.port), 200, 'a new client is served')
+  assert.ok(performance.now() - askedAt < 1000, `answered in ${Math.round(performance.now() - askedAt)} ms`)
+
+  // Those that were sending a request, the oldest of all, were never closed: they finish and are answered.
+  const answers = sending.map((socket) => {
+    let received = ''
+    socket.on('data', (chunk: Buffer) => { received += chunk.toString() })
+    socket.resume()
+    socket.write('\r\n')
+    return () => received
+  })
+  await waitFor(() => answers.every((received) => received().includes('{"status":"ok"}')), 2000)
+  assert.deepEqual(answers.map((received) => received().split('\r\n')[0]), Array(5).fill('HTTP/1.1 200 OK'))
+  const closing = service.stdout.map((line) => JSON.parse(line)).filter((line) => line.msg === 'closed connections waiting for a request, to make room for new ones')
+  assert.ok(closing.length > 0, 'silent connections were closed')
+  assert.ok(closing.every((line) => line.silent === line.closed), 'every connection closed was a silent one')
+})
+
+test('connections beyond the open-file limit, all sending a request, are refused while those open are served, said once as it begins and once as it ends, and counted; the service lives on', { skip: noProc }, async (t) => {
   const { nodeArgs, command } = serverUnderOpenFileLimit(200)
   const service = await startService(t, timeouts, undefined, nodeArgs, command)
-  const health = async () => await new Promise<number | string>((resolve) => {
-    http.get({ host: '127.0.0.1', port: service.port, path: '/health' }, (response) => {
-      response.resume()
-      resolve(response.statusCode ?? 0)
-    }).on('error', (error: NodeJS.ErrnoException) => resolve(error.code ?? 'error'))
-  })
+  const health = async () => await healthOn(service.port)
   assert.equal(await health(), 200)
 
-  // Connections that have sent nothing yet are not idle: none is closed to make room.
-  silentConnections(t, service.port, 300)
+  // Connections in the middle of a request are never closed to make room.
+  await sendingConnections(t, service.port, 300)
   await sleep(500)
   assert.notEqual(await health(), 200, 'a new one is refused while the limit is reached')
-  // The flood sends nothing, so it is closed once HEADERS_TIMEOUT_MS has passed.
+  // The flood's headers never end, so it is cut off once HEADERS_TIMEOUT_MS has passed.
   await sleep(Number(timeouts.HEADERS_TIMEOUT_MS) + 1500)
   assert.equal(await health(), 200, 'new connections are served again')
   assert.equal(service.child.exitCode, null, 'the service never exited')
@@ -324,8 +364,8 @@ test('at MAX_CONNECTIONS, kept-alive connections waiting for their next request 
   await waitFor(() => closed() >= 18, 2000).catch(() => {})
   assert.equal(closed(), 18)
   assert.equal(keptAlive[18]?.socket.destroyed, false)
-  const lines = service.stdout.map((line) => JSON.parse(line)).filter((line) => line.msg === 'closed kept-alive connections waiting for a request, to make room for new ones')
-  assert.deepEqual(lines.map((line) => [line.level, line.closed]), [[30, 18]])
+  const lines = service.stdout.map((line) => JSON.parse(line)).filter((line) => line.msg === 'closed connections waiting for a request, to make room for new ones')
+  assert.deepEqual(lines.map((line) => [line.level, line.closed, line.silent]), [[30, 18, 0]])
 
   inFlight.socket.write(body.slice(-1))
   await waitFor(() => inFlight.received().endsWith(body), 2000).catch(() => {})
