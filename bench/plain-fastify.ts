@@ -2,11 +2,12 @@
  * The benchmark's plain Fastify yardstick, written as the seed's example would be: Fastify 5,
  * JSON schemas, @fastify/cors reflecting any origin, a JSON error and not-found responder,
  * logging off, and no hooks, static files or other plugins. bench/fastify.ts serves users from
- * memory; bench/fastify-sqlite.ts stores them in SQLite.
+ * memory; bench/fastify-sqlite.ts stores them in SQLite; bench/fastify-plugins.ts adds the
+ * plugins a user would reach for.
  */
 import { randomUUID } from 'node:crypto'
 import cors from '@fastify/cors'
-import Fastify, { type FastifyInstance } from 'fastify'
+import Fastify, { type FastifyInstance, type FastifyServerOptions } from 'fastify'
 import { EXPOSED_HEADERS } from '../src/plugins/external/cors.js'
 import { API_SECURITY_HEADERS } from '../src/plugins/app/security-headers.js'
 
@@ -23,15 +24,25 @@ export const page = {
 
 const hello = { 200: { type: 'object', properties: { hello: { type: 'string' } } } }
 
+interface PlainOptions {
+  /** Every answer also carries the headers the service adds to each JSON answer, worked out once. */
+  serviceHeaders?: boolean
+  /** Fastify's options over the plain ones. */
+  options?: FastifyServerOptions
+  /** Plugins registered before the routes (CORS then exposes the service's headers). */
+  register?: (app: FastifyInstance) => Promise<void>
+}
+
 /**
  * The routes that need no storage; the caller adds the user routes and listens. With
  * `serviceHeaders`, every answer also carries the headers the service adds to each JSON
  * answer (its security headers, CORS's exposed headers, a request id), to show what they
  * cost by themselves.
  */
-export async function plainFastify ({ serviceHeaders = false } = {}): Promise<FastifyInstance> {
-  const app = Fastify({ logger: false, ...(serviceHeaders && { genReqId: () => randomUUID() }) })
-  await app.register(cors, { origin: true, ...(serviceHeaders && { exposedHeaders: EXPOSED_HEADERS }) })
+export async function plainFastify ({ serviceHeaders = false, options = {}, register }: PlainOptions = {}): Promise<FastifyInstance> {
+  const app = Fastify({ logger: false, ...(serviceHeaders && { genReqId: () => randomUUID() }), ...options })
+  await app.register(cors, { origin: true, ...((serviceHeaders || register !== undefined) && { exposedHeaders: EXPOSED_HEADERS }) })
+  await register?.(app)
   if (serviceHeaders) {
     app.addHook('onRequest', (request, reply, done) => {
       reply.headers(API_SECURITY_HEADERS).header('x-request-id', request.id)
