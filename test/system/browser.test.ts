@@ -23,10 +23,11 @@ async function executeCreateUser (page: Page, name: string) {
     page.waitForResponse((response) => response.request().method() === 'POST' && new URL(response.url()).pathname === '/users'),
     operation.locator('button.execute').click()
   ])
-  return { status: response.status(), authorization: response.request().headers().authorization }
+  const sent = response.request().headers()
+  return { status: response.status(), authorization: sent.authorization, idempotencyKey: sent['idempotency-key'] }
 }
 
-test('the docs page works in a real browser under its CSP: Authorize with a token from npm run token, then call a protected route', { skip }, async (t) => {
+test('the docs page works in a real browser under its CSP: Authorize with a token from npm run token, then call a protected route, twice with two bodies', { skip }, async (t) => {
   const minted = await runScript('cli/token.ts', { JWT_SECRET: secret }, ['--sub', 'docs-reader'])
   assert.equal(minted.code, 0, minted.stderr)
   const token = minted.stdout.trim()
@@ -48,7 +49,7 @@ test('the docs page works in a real browser under its CSP: Authorize with a toke
   await operation.locator('.opblock-summary').click()
   await operation.locator('button.try-out__btn').click()
 
-  assert.deepEqual(await executeCreateUser(page, 'anonymous'), { status: 401, authorization: undefined }, 'without a token the protected route refuses')
+  assert.deepEqual(await executeCreateUser(page, 'anonymous'), { status: 401, authorization: undefined, idempotencyKey: undefined }, 'without a token the protected route refuses')
 
   await page.locator('button.authorize').first().click()
   const modal = page.locator('.modal-ux')
@@ -56,10 +57,12 @@ test('the docs page works in a real browser under its CSP: Authorize with a toke
   await modal.locator('button.authorize').click()
   await modal.locator('button.btn-done').click()
 
-  assert.deepEqual(await executeCreateUser(page, 'reader'), { status: 201, authorization: `Bearer ${token}` }, 'with the token it is accepted')
+  assert.deepEqual(await executeCreateUser(page, 'reader'), { status: 201, authorization: `Bearer ${token}`, idempotencyKey: undefined }, 'with the token it is accepted')
   await operation.locator('.live-responses-table tr.response .response-col_status', { hasText: '201' }).waitFor()
+  // The page fills in no Idempotency-Key of its own, so a second try is a new user, not a 422.
+  assert.deepEqual(await executeCreateUser(page, 'writer'), { status: 201, authorization: `Bearer ${token}`, idempotencyKey: undefined }, 'a second try, another body')
   const stored = await rawRequest(service.port, { path: '/users' })
-  assert.deepEqual(JSON.parse(stored.body), [{ id: 1, name: 'reader' }])
+  assert.deepEqual(JSON.parse(stored.body), [{ id: 1, name: 'reader' }, { id: 2, name: 'writer' }])
   assert.deepEqual(problems.filter((problem) => !/401/.test(problem)), [], 'no console error, failed or external request')
 })
 

@@ -1,0 +1,38 @@
+/**
+ * The README's commands that no other test runs: `npm run dev`, `npm run coverage` and
+ * `npm run bench`, each run as a developer would, for a short while.
+ */
+import assert from 'node:assert/strict'
+import { existsSync, readFileSync } from 'node:fs'
+import { join } from 'node:path'
+import { test } from 'node:test'
+import { setTimeout as sleep } from 'node:timers/promises'
+import { rawRequest, temporaryFolder } from '../helpers.js'
+import { installed, runNode, signalGroup, startService } from '../process.js'
+
+test('npm run dev serves the service from src/ and stops on SIGTERM', async (t) => {
+  const service = await startService(t, { DATABASE_URL: 'sqlite::memory:' }, undefined, ['run', 'dev'], 'npm')
+  assert.deepEqual(JSON.parse((await rawRequest(service.port, { path: '/' })).body), { hello: 'world' })
+  signalGroup(service.child, 'SIGTERM')
+  const exit = await Promise.race([service.exited, sleep(10_000).then(() => 'still running')])
+  assert.notEqual(exit, 'still running')
+})
+
+test('npm run coverage runs the in-process tests under c8 and prints its summary', async () => {
+  const run = await runNode(['run', 'coverage'], {}, 'npm')
+  assert.equal(run.code, 0, run.stderr.slice(-2000))
+  assert.match(run.stdout, /Statements\s*: \d+(\.\d+)?%/)
+  assert.match(run.stdout, /ℹ fail 0/)
+})
+
+test('npm run bench measures every server on a route and writes its report where it is told', { skip: installed('wrk') ? false : 'wrk is not installed (apt-get install wrk)' }, async (t) => {
+  const out = temporaryFolder(t)
+  const run = await runNode(['run', 'bench', '--', '--duration', '1', '--rounds', '1', '--warmup', '0', '--big', '0', '--only', 'GET /custom', '--out', out], {}, 'npm')
+  assert.equal(run.code, 0, run.stderr.slice(-2000))
+  assert.ok(existsSync(join(out, 'benchmark-run.svg')))
+  const report = readFileSync(join(out, 'benchmark-run.md'), 'utf8')
+  for (const server of ['the service', 'bare node:http (baseline)', 'plain Fastify', 'plain Fastify + SQLite', 'Fastify + plugins']) {
+    assert.match(report, new RegExp(`^\\| ${server.replace(/[+()]/g, '\\$&')} \\| \\d+`, 'm'), server)
+  }
+  assert.match(report, /^\| GET \/custom \| \d+ \|/m)
+})
