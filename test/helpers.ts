@@ -201,7 +201,7 @@ export async function rawConnection (port: number) {
 
 /** helmet's headers that govern what a page may do, and mean nothing on JSON. */
 export const PAGE_ONLY_HEADERS = ['cross-origin-opener-policy', 'origin-agent-cluster', 'referrer-policy', 'x-dns-prefetch-control',
-  'x-download-options', 'x-permitted-cross-domain-policies', 'x-xss-protection']
+  'x-permitted-cross-domain-policies']
 
 /** The OpenAPI document the service serves with these settings. */
 export async function openApiDocument (t: TestContext, env: Env = {}) {

@@ -133,16 +133,19 @@ test('a production start with AUTH=off or without RATE_LIMIT_MAX logs one warnin
   assert.deepEqual(await warnings({ NODE_ENV: 'development' }), [], 'outside production nothing is said')
 })
 
-test('every JSON answer says how it may be cached: reads with an ETag no-cache, everything else no-store; files their own', async (t) => {
+test('every answer says how it may be cached: reads with an ETag and files no-cache, everything else no-store', async (t) => {
   const app = await testApp(t)
   await postJson(app, '/users', { name: 'Ada', email: 'ada@example.com' })
   const cacheControl = async (url: string, init: { method?: 'GET' | 'POST', payload?: object } = {}) =>
     (await app.inject({ url, ...init })).headers['cache-control']
   assert.equal(await cacheControl('/users/1'), 'no-cache')
   assert.equal(await cacheControl('/users'), 'no-cache')
-  for (const url of ['/', '/custom', '/health', '/ready', '/metrics', '/users/2', '/no/such/route', '/custom?age=x']) {
+  for (const url of ['/', '/custom', '/health', '/ready', '/metrics', '/users/2', '/no/such/route', '/custom?age=x', '/documentation', '/documentation/json']) {
     assert.equal(await cacheControl(url), 'no-store', url)
   }
   assert.equal(await cacheControl('/users', { method: 'POST', payload: { name: 'Grace', email: 'grace@example.com' } }), 'no-store')
-  assert.notEqual(await cacheControl('/index.html'), 'no-store', 'a file is cached as @fastify/static says')
+  for (const url of ['/index.html', '/documentation/static/swagger-ui.css']) {
+    assert.equal(await cacheControl(url), 'no-cache', url)
+  }
+  assert.equal(await cacheControl('/no-such-file.html'), 'no-store', 'a missing file is an error like any other')
 })

@@ -9,6 +9,9 @@ import { API_SECURITY_HEADERS } from '../app/security-headers.js'
 
 /** For pages: a content security policy that allows only this service's own scripts, styles and images (all the docs page uses). */
 export const PAGE_HELMET_OPTIONS = {
+  // Both are deprecated headers that browsers ignore (REDbot warns of each).
+  xXssProtection: false,
+  xDownloadOptions: false,
   contentSecurityPolicy: {
     directives: {
       defaultSrc: ["'self'"],
@@ -29,14 +32,20 @@ export const PAGE_HELMET_OPTIONS = {
 
 /**
  * For the scope that serves pages: helmet's headers, from a middleware built once, set after the
- * JSON ones so that they win where the names are the same.
+ * JSON ones so that they win where the names are the same. A file may be stored but is revalidated
+ * before each use, with its ETag or Last-Modified, since it changes with each deployment; what has
+ * neither (the docs page, its document) and errors keep the JSON answers' no-store.
  */
 export const pageSecurityHeaders = fp(async (pages: FastifyInstance) => {
   const setPageHeaders = helmet(PAGE_HELMET_OPTIONS)
   const apiHeaderNames = Object.keys(API_SECURITY_HEADERS)
   pages.addHook('onRequest', (request, reply, done) => {
-    // Files carry their own caching headers (@fastify/static), as a JSON answer carries no-store.
-    for (const name of [...apiHeaderNames, 'cache-control']) reply.removeHeader(name)
+    for (const name of apiHeaderNames) reply.removeHeader(name)
     setPageHeaders(request.raw, reply.raw, (error) => { done(error instanceof Error ? error : undefined) })
+  })
+  pages.addHook('onSend', (_request, reply, payload, done) => {
+    const validated = reply.hasHeader('etag') || reply.hasHeader('last-modified')
+    if (validated && (reply.statusCode === 200 || reply.statusCode === 304)) reply.header('cache-control', 'no-cache')
+    done(null, payload)
   })
 }, { name: 'page-security-headers', dependencies: ['request-context'] })
