@@ -1,6 +1,6 @@
 /**
- * The README's commands that no other test runs: `npm run dev`, `npm run coverage` and
- * `npm run bench`, each run as a developer would, for a short while.
+ * The README's commands that no other test runs: `npm run dev`, `npm run coverage`,
+ * `npm run openapi` and `npm run bench`, each run as a developer would, for a short while.
  */
 import assert from 'node:assert/strict'
 import { existsSync, readFileSync } from 'node:fs'
@@ -8,7 +8,7 @@ import { join } from 'node:path'
 import { test } from 'node:test'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { rawRequest, temporaryFolder } from '../helpers.js'
-import { installed, runNode, signalGroup, startService } from '../process.js'
+import { installed, repositoryRoot, runNode, signalGroup, startService } from '../process.js'
 
 test('npm run dev serves the service from src/ and stops on SIGTERM', async (t) => {
   const service = await startService(t, { DATABASE_URL: 'sqlite::memory:' }, undefined, ['run', 'dev'], 'npm')
@@ -23,6 +23,15 @@ test('npm run coverage runs the in-process tests under c8 and prints its summary
   assert.equal(run.code, 0, run.stderr.slice(-2000))
   assert.match(run.stdout, /Statements\s*: \d+(\.\d+)?%/)
   assert.match(run.stdout, /ℹ fail 0/)
+})
+
+test('npm run openapi writes the served document to openapi.json, which is the committed one', async () => {
+  const file = join(repositoryRoot, 'openapi.json')
+  const committed = readFileSync(file, 'utf8')
+  const run = await runNode(['run', 'openapi'], {}, 'npm')
+  assert.equal(run.code, 0, run.stderr)
+  assert.match(run.stdout, /Wrote .*openapi\.json/)
+  assert.equal(readFileSync(file, 'utf8'), committed)
 })
 
 test('npm run bench measures every server on a route and writes its report where it is told', { skip: installed('wrk') ? false : 'wrk is not installed (apt-get install wrk)' }, async (t) => {

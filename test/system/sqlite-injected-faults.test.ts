@@ -49,7 +49,7 @@ describe('SQLite on a disk whose sync fails or stalls, or that turns read-only',
     assert.deepEqual(await names(restarted), ['Ada', 'Grace'], 'recovery after a crash brings back none of the refused rows')
   })
 
-  test('a filesystem gone read-only under the running service: writes answer 503, reads go on, and writes work again once it is writable', async (t) => {
+  test('a filesystem gone read-only under the running service: writes and /ready answer 503, reads go on, and all works again once it is writable', async (t) => {
     const disk = injectedFaults(t)
     const service = await startService(t, { DATABASE_URL: `sqlite:${join(temporaryFolder(t), 'app.db')}`, ...disk.env })
     assert.equal((await postJsonOver(service.port, '/users', user('Ada'))).statusCode, 201)
@@ -58,8 +58,10 @@ describe('SQLite on a disk whose sync fails or stalls, or that turns read-only',
     const refused = await Promise.all(Array.from({ length: 5 }, (_, i) => postJsonOver(service.port, '/users', user(`Lost${i}`))))
     assert.deepEqual(refused.map((response) => response.statusCode), Array(5).fill(503))
     assert.deepEqual(await names(service), ['Ada'], 'a failed write never breaks later reads')
+    assert.equal((await rawRequest(service.port, { path: '/ready' })).statusCode, 503, 'not ready while writes fail')
 
     disk.set('ok')
+    assert.equal((await rawRequest(service.port, { path: '/ready' })).statusCode, 200, 'ready again by its own probe')
     assert.equal((await postJsonOver(service.port, '/users', user('Grace'))).statusCode, 201)
     assert.deepEqual(await names(service), ['Ada', 'Grace'])
   })
