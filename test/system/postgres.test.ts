@@ -251,7 +251,7 @@ describe('PostgreSQL refusing work for a while', { skip: postgres.skip }, () => 
     assert.equal((await app.inject('/users')).statusCode, 200)
   })
 
-  test('a read-only server, a lock or statement timeout: 503 with Retry-After, never 500; under a read-only server reads go on and the outage of writes is one log line', async (t) => {
+  test('a read-only server, a lock or statement timeout: 503 with Retry-After, never 500; under a read-only server reads go on, /ready says 503, and the outage of writes is one log line', async (t) => {
     const holder = await lockHolder(t)
     const role = await schemaOfItsOwnRole(t)
     const logs = captureLogs()
@@ -265,7 +265,7 @@ describe('PostgreSQL refusing work for a while', { skip: postgres.skip }, () => 
     await role.set('set default_transaction_read_only = on')
     for (let i = 0; i < 3; i++) {
       assertRefused(await create())
-      assert.equal((await app.inject('/ready')).statusCode, 200)
+      assert.equal((await app.inject('/ready')).statusCode, 503, 'not ready while writes fail: its probe fails too')
       assert.equal((await app.inject('/users/1')).json().name, 'Ada')
     }
     assert.deepEqual(outage(), ['writes database unavailable: cannot execute INSERT in a read-only transaction'],
@@ -285,6 +285,7 @@ describe('PostgreSQL refusing work for a while', { skip: postgres.skip }, () => 
     await holder.query('rollback')
     await role.set('reset statement_timeout')
     assert.equal((await create()).statusCode, 201)
+    assert.equal((await app.inject('/ready')).statusCode, 200)
     assert.equal((await app.inject('/users')).headers['x-total-count'], '2', 'no refused write was stored')
     assert.deepEqual(outage().slice(-2), ['writes database available again', 'reads database available again'])
     assert.equal(logs.lines.filter((line) => line.level >= 50 && !/^database unavailable/.test(line.msg)).length, 0, 'no error logged but the outages')
