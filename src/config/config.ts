@@ -7,11 +7,11 @@ import { Type, type Static } from 'typebox'
 import { createCoercingAjv } from '../validation/ajv.js'
 import { ConfigError } from './config-error.js'
 import { connectionLimit, heapToShedAt } from './limits.js'
-import { parseTokenConfig, type TokenConfig } from './tokens.js'
+import { DEFAULT_MAX_LIFETIME, parseTokenConfig, type TokenConfig } from './tokens.js'
 import { DURATION, parseDatabaseUrl, parseDuration, parseOrigins, parseTrustProxy } from './values.js'
 
 export { ConfigError } from './config-error.js'
-export { loadSigningSecret } from './tokens.js'
+export { loadMaxLifetime, loadSigningSecret } from './tokens.js'
 export { describeDatabase, parseDuration } from './values.js'
 
 const EnvSchema = Type.Object({
@@ -26,7 +26,7 @@ const EnvSchema = Type.Object({
   JWT_ALGORITHMS: Type.Optional(Type.String({ minLength: 1 })),
   JWT_ISSUER: Type.Optional(Type.String({ minLength: 1 })),
   JWT_AUDIENCE: Type.Optional(Type.String({ minLength: 1 })),
-  JWT_MAX_LIFETIME: Type.String({ pattern: DURATION.source, default: '24h' }),
+  JWT_MAX_LIFETIME: Type.String({ pattern: DURATION.source, default: DEFAULT_MAX_LIFETIME }),
   AUTH: Type.Enum(['off', 'writes', 'all'], { default: 'off' }),
   AUTH_SCOPES: Type.Enum(['on', 'off'], { default: 'off' }),
   CORS_ORIGIN: Type.Optional(Type.String({ minLength: 1 })),

@@ -50,6 +50,17 @@ export function checkSecretStrength (secret: string): void {
   if (new Set(secret).size === 1) throw new ConfigError('JWT_SECRET must not be one character repeated')
 }
 
+/** The longest a token may live unless `JWT_MAX_LIFETIME` says otherwise. */
+export const DEFAULT_MAX_LIFETIME = '24h'
+
+/** `JWT_MAX_LIFETIME` alone, for `npm run token`, which mints no token the service would refuse. */
+export function loadMaxLifetime (environment: Record<string, string | undefined>): { text: string, ms: number } {
+  const text = environment.JWT_MAX_LIFETIME === undefined || environment.JWT_MAX_LIFETIME === '' ? DEFAULT_MAX_LIFETIME : environment.JWT_MAX_LIFETIME
+  const ms = parseDuration(text)
+  if (ms === undefined) throw new ConfigError(`JWT_MAX_LIFETIME must be a duration such as 30s, 15m, 1h or 7d (got ${JSON.stringify(text)})`)
+  return { text, ms }
+}
+
 /** The signing secret alone, for `npm run token`, with the service's rules for it. */
 export function loadSigningSecret (environment: Record<string, string | undefined>): string {
   const secret = environment.JWT_SECRET

@@ -74,6 +74,11 @@ async function missingOrStale (db: Kysely<Database>, id: number): Promise<'missi
   return (await findUser(db, id)) === undefined ? 'missing' : 'stale'
 }
 
+/** Narrows a write of user `id` to the expected versions, checked by the statement that writes. */
+function atVersion<Query extends { where: (column: 'version', operator: 'in', values: number[]) => Query }> (query: Query, expected: ExpectedVersions): Query {
+  return expected === 'any' ? query : query.where('version', 'in', expected)
+}
+
 /**
  * Sets the given fields and raises the version, in one statement that also checks the version, so
  * that of two writers who read the same version only the first succeeds. No fields: nothing is
@@ -86,12 +91,8 @@ export async function updateUser (db: Kysely<Database>, id: number, changes: Use
     return expected === 'any' || expected.includes(user.version) ? user : 'stale'
   }
   if (expected !== 'any' && expected.length === 0) return await missingOrStale(db, id)
-  const user = await db.updateTable('users')
-    .set((eb) => ({ ...changes, version: eb('version', '+', 1) }))
-    .where('id', '=', id)
-    .$if(expected !== 'any', (query) => query.where('version', 'in', expected as number[]))
-    .returning(['id', 'name', 'version'])
-    .executeTakeFirst()
+  const update = db.updateTable('users').set((eb) => ({ ...changes, version: eb('version', '+', 1) })).where('id', '=', id)
+  const user = await atVersion(update, expected).returning(['id', 'name', 'version']).executeTakeFirst()
   return user ?? await missingOrStale(db, id)
 }
 
@@ -101,11 +102,7 @@ export async function updateUser (db: Kysely<Database>, id: number, changes: Use
  */
 export async function deleteUser (db: Kysely<Database>, id: number, expected: ExpectedVersions): Promise<WriteOutcome<'deleted'>> {
   if (expected !== 'any' && expected.length === 0) return await missingOrStale(db, id)
-  const deleted = await db.deleteFrom('users')
-    .where('id', '=', id)
-    .$if(expected !== 'any', (query) => query.where('version', 'in', expected as number[]))
-    .returning('id')
-    .executeTakeFirst()
+  const deleted = await atVersion(db.deleteFrom('users').where('id', '=', id), expected).returning('id').executeTakeFirst()
   return deleted === undefined ? await missingOrStale(db, id) : 'deleted'
 }
 

@@ -23,7 +23,7 @@ function needsToken (mode: AuthMode, method: RouteOptions['method']): boolean {
 }
 
 /** The scope a route asks for, with `AUTH_SCOPES=on`. */
-export const scopeFor = (method: RouteOptions['method']): string => writes(method) ? 'users:write' : 'users:read'
+const scopeFor = (method: RouteOptions['method']): string => writes(method) ? 'users:write' : 'users:read'
 
 const WWW_AUTHENTICATE: HeaderSchema = {
   type: 'string',

@@ -5,7 +5,7 @@
 import '../supported-node.js'
 import { parseArgs } from 'node:util'
 import { createSigner } from 'fast-jwt'
-import { ConfigError, loadSigningSecret, parseDuration, readEnvironment } from '../../config/config.js'
+import { ConfigError, loadMaxLifetime, loadSigningSecret, parseDuration, readEnvironment } from '../../config/config.js'
 
 const USAGE = 'usage: npm run token -- --sub <subject> [--expires <number><s|m|h|d>, default 1h] [--scope "<scope> <scope>…"]'
 
@@ -27,19 +27,16 @@ const expiresInMs = parseDuration(expires)
 if (expiresInMs === undefined) fail(`--expires must look like 30s, 15m, 1h or 7d (got ${JSON.stringify(expires)}); ${USAGE}`)
 
 const environment = readEnvironment()
-// The service refuses a token that lives longer than JWT_MAX_LIFETIME: none is minted.
-const maxLifetime = environment.JWT_MAX_LIFETIME === undefined || environment.JWT_MAX_LIFETIME === '' ? '24h' : environment.JWT_MAX_LIFETIME
-const maxLifetimeMs = parseDuration(maxLifetime)
-if (maxLifetimeMs === undefined) fail(`Configuration error: JWT_MAX_LIFETIME must be a duration such as 30s, 15m, 1h or 7d (got ${JSON.stringify(maxLifetime)})`)
-if (expiresInMs > maxLifetimeMs) fail(`--expires ${expires} is longer than the service accepts (JWT_MAX_LIFETIME=${maxLifetime})`)
-
-let secret
+let secret, maxLifetime
 try {
+  maxLifetime = loadMaxLifetime(environment)
   secret = loadSigningSecret(environment)
 } catch (error) {
   if (!(error instanceof ConfigError)) throw error
   fail(`Configuration error: ${error.message}`)
 }
+// The service refuses a token that lives longer than JWT_MAX_LIFETIME: none is minted.
+if (expiresInMs > maxLifetime.ms) fail(`--expires ${expires} is longer than the service accepts (JWT_MAX_LIFETIME=${maxLifetime.text})`)
 
 const sign = createSigner({ key: secret, algorithm: 'HS256', expiresIn: expiresInMs })
 const scopes = scope?.split(' ').filter((one) => one !== '') ?? []

@@ -1,8 +1,8 @@
 /** `GET /users/{id}`: one stored user (seed §4.4). */
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
-import { AppError } from '../../plugins/app/errors.js'
 import { conditionalGet } from '../../plugins/app/conditional-get.js'
 import { GetUserSchema } from './find.schemas.js'
+import { userNotFound } from './preconditions.js'
 import { toUserId, userTag } from './user-id.js'
 
 const findUser: FastifyPluginAsyncTypebox = async (app) => {
@@ -10,7 +10,7 @@ const findUser: FastifyPluginAsyncTypebox = async (app) => {
     const { id } = request.params
     const userId = toUserId(id)
     const user = userId === undefined ? undefined : await app.users.findById(userId)
-    if (user === undefined) throw new AppError('User not found', 404)
+    if (user === undefined) throw userNotFound()
     reply.header('etag', userTag(user.id, user.version))
     return { id, name: user.name }
   })

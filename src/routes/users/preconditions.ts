@@ -4,7 +4,7 @@ import type { ExpectedVersions, WriteOutcome } from '../../db/users.js'
 import { AppError } from '../../plugins/app/errors.js'
 import { expectedVersions, toUserId } from './user-id.js'
 
-const notFound = () => new AppError('User not found', 404)
+export const userNotFound = () => new AppError('User not found', 404)
 
 /**
  * The user a write names and the versions it applies to; 428 first when `If-Match` is required and
@@ -16,13 +16,13 @@ export function writeTarget (request: FastifyRequest<{ Params: { id: string } }>
     throw new AppError('If-Match is required: send the ETag of the user as last read (or *)', 428)
   }
   const id = toUserId(request.params.id)
-  if (id === undefined) throw notFound()
+  if (id === undefined) throw userNotFound()
   return { id, expected: expectedVersions(ifMatch, id) }
 }
 
 /** The write's result, or the error its outcome is answered with. */
 export function written<Done> (outcome: WriteOutcome<Done>): Done {
-  if (outcome === 'missing') throw notFound()
+  if (outcome === 'missing') throw userNotFound()
   if (outcome === 'stale') throw new AppError('The user has changed since the ETag in If-Match: read it again, then retry', 412)
   return outcome
 }
