@@ -2,7 +2,7 @@
 import { createHash } from 'node:crypto'
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import type { FastifyReply } from 'fastify'
-import type { CreateOnceOutcome } from '../../db/users.js'
+import type { CreateOnceOutcome } from '../../db/idempotency-keys.js'
 import { AppError } from '../../plugins/app/errors.js'
 import { CreateUserSchema, createUserLinks } from './create.schemas.js'
 import { userTag } from './user-id.js'
