@@ -27,7 +27,7 @@
  */
 import { execFileSync, spawn, spawnSync, type ChildProcess } from 'node:child_process'
 import { once } from 'node:events'
-import { copyFileSync, existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
+import { copyFileSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { get, type IncomingMessage } from 'node:http'
 import { cpus, tmpdir } from 'node:os'
 import { join } from 'node:path'
@@ -63,6 +63,9 @@ const TABLE_TARGET = 0.9
 const FULL_CORE = 0.85
 
 const root = new URL('..', import.meta.url).pathname
+// Made before the run, so that a report's folder cannot fail the run at its end.
+const out = values.out ?? join(root, 'docs')
+mkdirSync(out, { recursive: true })
 if (!existsSync(join(root, SERVER_BUNDLE))) throw new Error('build first: npm run build')
 const has = (command: string) => spawnSync('sh', ['-c', `command -v ${command}`]).status === 0
 if (!has('wrk')) throw new Error('the benchmark needs wrk: apt-get install wrk')
@@ -485,7 +488,6 @@ if (bigUsers > 0) {
 }
 rmSync(folder, { recursive: true, force: true })
 
-const out = values.out ?? join(root, 'docs')
 writeFileSync(join(out, 'benchmark-run.md'), ['# Benchmark run', '', '![Requests/s at 50 connections](benchmark-run.svg)', '', ...lines].join('\n'))
 writeFileSync(join(out, 'benchmark-run.svg'), chart(rows))
 process.stdout.write(`Wrote benchmark-run.md and benchmark-run.svg into ${out}\n`)
