@@ -1,8 +1,8 @@
 // @ts-check
 /**
  * `npm run build` (also the `prepare` script): bundles the server, the CLI tools and the SQLite
- * worker into dist/, one file each, with esbuild alone, so a production install builds what it
- * starts (docs/build.md).
+ * worker into dist/, a file each and the chunks they share, with esbuild alone, so a production
+ * install builds what it starts (docs/build.md).
  */
 import { build } from 'esbuild'
 import { readFile } from 'node:fs/promises'
@@ -43,7 +43,7 @@ const swaggerUiFolder = {
 const SQLITE_WORKER = { in: join(repositoryRoot, 'src/db/sqlite-worker.ts'), out: 'sqlite-worker' }
 
 /**
- * How a program of this repository becomes one file that `node` runs alone: the service's
+ * How a program of this repository becomes a bundle that `node` runs alone: the service's
  * entry points here, and the benchmark's plain servers (bench/run.ts), built the same way so
  * that their start-up and memory compare with the service's.
  * @type {import('esbuild').BuildOptions}
@@ -81,6 +81,10 @@ export async function bundle ({ entryPoints, outdir }) {
       SQLITE_WORKER
     ],
     outdir,
+    // What is imported only when configured (tracing, Redis) goes in chunks of its own, which
+    // a process without that feature never loads.
+    splitting: true,
+    chunkNames: 'chunks/[name]-[hash]',
     plugins: [swaggerUiFolder]
   })
 }

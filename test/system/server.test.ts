@@ -54,6 +54,24 @@ test('the bundled server runs with V8\'s allocation-site pretenuring off, so tha
   assert.deepEqual(service.stdout.filter((line) => line.includes('pretenuring:')), [])
 })
 
+const redisUrl = process.env.TEST_REDIS_URL
+test('the bundled server loads what only a configuration uses, Redis\'s client and the tracing SDK, from their chunks', { skip: redisUrl === undefined ? 'TEST_REDIS_URL is not set' : false }, async (t) => {
+  // A database of Redis's own, so that these counters meet no other test's.
+  const redis = new URL(redisUrl!)
+  redis.pathname = '/7'
+  const service = await startService(t, {
+    DATABASE_URL: `sqlite:${join(temporaryFolder(t), 'app.db')}`,
+    REDIS_URL: redis.href,
+    RATE_LIMIT_MAX: '100',
+    OTEL_EXPORTER_OTLP_ENDPOINT: 'http://127.0.0.1:9'
+  }, repositoryRoot, [await bundledServer()])
+  const listed = await rawRequest(service.port, { path: '/users' })
+  assert.deepEqual([listed.statusCode, listed.headers['ratelimit-limit']], [200, '100'])
+  await waitFor(() => service.stdout.some((line) => line.includes('"url":"/users"')), 2000)
+  const accessLine = JSON.parse(service.stdout.find((line) => line.includes('"url":"/users"'))!)
+  assert.match(accessLine.trace_id, /^[0-9a-f]{32}$/)
+})
+
 test('SIGTERM drains: /ready answers 503 at once, other requests are still answered with Connection: close, then it exits 0', async (t) => {
   const folder = temporaryFolder(t)
   const service = await startService(t, { DATABASE_URL: `sqlite:${join(folder, 'app.db')}`, SHUTDOWN_DRAIN_MS: '1500' })

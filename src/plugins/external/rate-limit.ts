@@ -29,9 +29,10 @@ const WATCHDOG_KEY = `${NAMESPACE}watchdog`
  * at most, so a service whose Redis is down starts, unlimited.
  */
 async function sharedCounters (app: FastifyInstance, url: string): Promise<Redis> {
-  // Loaded only here, so that a service without REDIS_URL never loads the client's modules.
-  const { Redis } = await import('ioredis')
-  const redis = new Redis(url, {
+  // Loaded only here, so that a service without REDIS_URL never loads the client's modules. Taken
+  // from the CommonJS module's exports object, the only name its bundled chunk keeps.
+  const { Redis: RedisClient } = (await import('ioredis')).default
+  const redis = new RedisClient(url, {
     enableOfflineQueue: false,
     maxRetriesPerRequest: 1,
     connectTimeout: CONNECT_TIMEOUT_MS,
