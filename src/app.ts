@@ -33,6 +33,7 @@ import users from './routes/users/index.js'
 import type { Tracing } from './process/tracing.js'
 import { namedSchemas } from './routes/named-schemas.js'
 import { registerSchemas } from './validation/request.js'
+import { schemaController } from './validation/serializers.js'
 
 export interface BuildOptions {
   /** Where log lines go; standard output when absent. */
@@ -50,7 +51,8 @@ export async function buildApp (config: Config, options: BuildOptions = {}): Pro
     // One access-log line per request comes from request-context.ts instead of Fastify's two.
     logController: new LogController({ disableRequestLogging: true }),
     requestIdHeader: false,
-    genReqId: requestIdFrom
+    genReqId: requestIdFrom,
+    schemaController
   }).withTypeProvider<TypeBoxTypeProvider>()
   registerSchemas(app, namedSchemas)
 
