@@ -14,7 +14,8 @@ const EXTERNAL = ['better-sqlite3', 'pg', 'pg-native', 'pino-pretty']
 
 /** What `npm start`, `npm run migrate` and `npm run token` run, from the repository's root. */
 export const SERVER_BUNDLE = 'dist/server.js'
-const ENTRY_POINTS = ['src/process/server.ts', 'src/process/cli/migrate.ts', 'src/process/cli/token.ts', 'src/process/cli/backup.ts']
+const SERVER_ENTRY = 'src/process/server.ts'
+const ENTRY_POINTS = [SERVER_ENTRY, 'src/process/cli/migrate.ts', 'src/process/cli/token.ts', 'src/process/cli/backup.ts']
 
 /**
  * Swagger UI serves the files of its own folder, which it finds by `__dirname`; inside the
@@ -70,23 +71,28 @@ export const NODE_BUNDLE = {
 
 /**
  * Bundles each entry point (a path under src/process/) into `outdir`, keeping its place below it
- * (src/process/server.ts becomes `outdir`/server.js), and the SQLite worker beside the server.
+ * (src/process/server.ts becomes `outdir`/server.js). The server and the SQLite worker beside it
+ * share chunks, and what the server imports only when configured is a chunk of its own; the CLI
+ * tools are one file each.
  * @param {{ entryPoints: string[], outdir: string }} options
  */
 export async function bundle ({ entryPoints, outdir }) {
-  await build({
-    ...NODE_BUNDLE,
-    entryPoints: [
-      ...entryPoints.map((entry) => ({ in: join(repositoryRoot, entry), out: entry.replace(/^src\/process\//, '').replace(/\.ts$/, '') })),
-      SQLITE_WORKER
-    ],
-    outdir,
-    // What is imported only when configured (tracing, Redis) goes in chunks of its own, which
-    // a process without that feature never loads.
-    splitting: true,
-    chunkNames: 'chunks/[name]-[hash]',
-    plugins: [swaggerUiFolder]
-  })
+  const entry = (/** @type {string} */ path) => ({ in: join(repositoryRoot, path), out: path.replace(/^src\/process\//, '').replace(/\.ts$/, '') })
+  const tools = entryPoints.filter((path) => path !== SERVER_ENTRY)
+  await Promise.all([
+    entryPoints.includes(SERVER_ENTRY) && build({
+      ...NODE_BUNDLE,
+      entryPoints: [entry(SERVER_ENTRY), SQLITE_WORKER],
+      outdir,
+      // What is imported only when configured (tracing, Redis) goes in chunks of its own, which
+      // a process without that feature never loads.
+      splitting: true,
+      // Beside the server, where the SQLite worker is found from whichever file starts it.
+      chunkNames: '[name]-[hash]',
+      plugins: [swaggerUiFolder]
+    }),
+    tools.length > 0 && build({ ...NODE_BUNDLE, entryPoints: tools.map(entry), outdir, plugins: [swaggerUiFolder] })
+  ])
 }
 
 if (process.argv[1] === fileURLToPath(import.meta.url)) {

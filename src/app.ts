@@ -1,7 +1,7 @@
 /**
  * The service, as the list of what it is made of, in order: the HTTP edge, errors, what every
  * request gets, the official plugins, storage, the API, operations, and pages. Building does not
- * listen: tests call `app.inject()` on it, and process/server.ts starts it.
+ * listen: tests call `app.inject()` on it, and process/service.ts starts it.
  */
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox'
 import Fastify, { LogController, type FastifyInstance } from 'fastify'
