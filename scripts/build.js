@@ -38,7 +38,7 @@ const swaggerUiFolder = {
 }
 
 /**
- * The SQLite worker, which src/db/sqlite-queries.ts starts from the file beside its own
+ * The SQLite worker, which src/db/sqlite-thread.ts starts from the file beside its own
  * (`./sqlite-worker.js`): beside the server's bundle, then, whatever else is bundled.
  */
 const SQLITE_WORKER = { in: join(repositoryRoot, 'src/db/sqlite-worker.ts'), out: 'sqlite-worker' }
@@ -78,11 +78,13 @@ export const NODE_BUNDLE = {
  */
 export async function bundle ({ entryPoints, outdir }) {
   const entry = (/** @type {string} */ path) => ({ in: join(repositoryRoot, path), out: path.replace(/^src\/process\//, '').replace(/\.ts$/, '') })
+  const server = entryPoints.filter((path) => path === SERVER_ENTRY)
   const tools = entryPoints.filter((path) => path !== SERVER_ENTRY)
-  await Promise.all([
-    entryPoints.includes(SERVER_ENTRY) && build({
+  const builds = []
+  if (server.length > 0) {
+    builds.push(build({
       ...NODE_BUNDLE,
-      entryPoints: [entry(SERVER_ENTRY), SQLITE_WORKER],
+      entryPoints: [...server.map(entry), SQLITE_WORKER],
       outdir,
       // What is imported only when configured (tracing, Redis) goes in chunks of its own, which
       // a process without that feature never loads.
@@ -90,9 +92,10 @@ export async function bundle ({ entryPoints, outdir }) {
       // Beside the server, where the SQLite worker is found from whichever file starts it.
       chunkNames: '[name]-[hash]',
       plugins: [swaggerUiFolder]
-    }),
-    tools.length > 0 && build({ ...NODE_BUNDLE, entryPoints: tools.map(entry), outdir, plugins: [swaggerUiFolder] })
-  ])
+    }))
+  }
+  if (tools.length > 0) builds.push(build({ ...NODE_BUNDLE, entryPoints: tools.map(entry), outdir, plugins: [swaggerUiFolder] }))
+  await Promise.all(builds)
 }
 
 if (process.argv[1] === fileURLToPath(import.meta.url)) {

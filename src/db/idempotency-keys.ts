@@ -1,9 +1,7 @@
 /** Creation under an `Idempotency-Key`: a key held by a user, live or erased, answers that user. */
 import type { Kysely } from 'kysely'
 import { isUniqueViolation } from './unavailable.js'
-import type { Database, NewUserRow } from './schema.js'
-
-type NewUser = Pick<NewUserRow, 'name' | 'email'>
+import type { Database, NewUser } from './schema.js'
 
 /** An `Idempotency-Key`, the fingerprint of its request, and the oldest creation it still covers. */
 export interface IdempotencyKey {

@@ -43,3 +43,5 @@ export interface Database {
 
 export type UserRow = Selectable<UsersTable>
 export type NewUserRow = Insertable<UsersTable>
+/** What a client gives to create a user. */
+export type NewUser = Pick<NewUserRow, 'name' | 'email'>

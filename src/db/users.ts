@@ -1,7 +1,7 @@
 /** Storage of user records: plain functions over `db`, the only module that writes SQL for them. */
 import { sql, type CompiledQuery, type Kysely } from 'kysely'
 import { createUserOnce, forgetIdempotencyKeys, type IdempotencyKey } from './idempotency-keys.js'
-import type { Database, NewUserRow, UserRow } from './schema.js'
+import type { Database, NewUser, UserRow } from './schema.js'
 
 /** Ids are 32-bit on PostgreSQL (`integer`); the same bound holds on SQLite. */
 export const MAX_USER_ID = 2_147_483_647
@@ -9,7 +9,6 @@ export const MAX_USER_ID = 2_147_483_647
 export type UserSummary = Pick<UserRow, 'id' | 'name'>
 /** A user as looked up, with the version its ETag is made of. */
 export type StoredUser = Pick<UserRow, 'id' | 'name' | 'version'>
-type NewUser = Pick<NewUserRow, 'name' | 'email'>
 /** The fields a change sets; those left out keep their values. */
 export type UserChanges = Partial<NewUser>
 

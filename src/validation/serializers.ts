@@ -1,7 +1,7 @@
 /**
  * Response serializers, built by fast-json-stringify once for each shape: the routes declare the
  * same error answer under many statuses, each with its own description, and a serializer built for
- * one serves them all (docs/decisions/0023-one-serializer-per-response-shape.md).
+ * one serves them all (docs/decisions/0024-one-serializer-per-response-shape.md).
  */
 import { SerializerSelector } from '@fastify/fast-json-stringify-compiler'
 import type { FastifyServerOptions } from 'fastify'

@@ -67,9 +67,9 @@ test('the bundled server loads what only a configuration uses, Redis\'s client a
   }, repositoryRoot, [await bundledServer()])
   const listed = await rawRequest(service.port, { path: '/users' })
   assert.deepEqual([listed.statusCode, listed.headers['ratelimit-limit']], [200, '100'])
-  await waitFor(() => service.stdout.some((line) => line.includes('"url":"/users"')), 2000)
-  const accessLine = JSON.parse(service.stdout.find((line) => line.includes('"url":"/users"'))!)
-  assert.match(accessLine.trace_id, /^[0-9a-f]{32}$/)
+  const accessLine = () => service.stdout.find((line) => line.includes('"url":"/users"'))
+  await waitFor(() => accessLine() !== undefined, 2000)
+  assert.match(JSON.parse(accessLine()!).trace_id, /^[0-9a-f]{32}$/)
 })
 
 test('SIGTERM drains: /ready answers 503 at once, other requests are still answered with Connection: close, then it exits 0', async (t) => {
