@@ -5,7 +5,7 @@
  */
 import { SpanKind, SpanStatusCode, trace } from '@opentelemetry/api'
 import type { CompiledQuery, DatabaseConnection, Dialect, Driver } from 'kysely'
-import { classified, type OutageLog } from './unavailable.js'
+import type { OutageLog } from './unavailable.js'
 
 const tracer = trace.getTracer('user-records-service/db')
 
@@ -24,23 +24,16 @@ export interface Observation {
  * Runs a query as observed: a failure meaning the database cannot work now comes out as a
  * `DatabaseUnavailableError` and counts toward its outage, and with tracing on the query is a span.
  */
-export async function observeQuery<T> ({ outages, traced }: Observation, query: CompiledQuery, run: () => Promise<T>): Promise<T> {
+export function observeQuery<T> ({ outages, traced }: Observation, query: CompiledQuery, run: () => Promise<T>): Promise<T> {
   const operation = isRead(query) ? 'read' : 'write'
-  const classifiedRun = async () => {
-    try {
-      return await run()
-    } catch (error) {
-      throw classified(error)
-    }
-  }
-  const tracked = async () => await (operation === 'read' ? outages.reads : outages.writes).track(classifiedRun())
-  if (traced === undefined) return await tracked()
-  return await tracer.startActiveSpan(`db.${operation}`, {
+  const outage = operation === 'read' ? outages.reads : outages.writes
+  if (traced === undefined) return outage.track(run())
+  return tracer.startActiveSpan(`db.${operation}`, {
     kind: SpanKind.CLIENT,
     attributes: { 'db.system.name': traced, 'db.query.text': query.sql }
   }, async (span) => {
     try {
-      return await tracked()
+      return await outage.track(run())
     } catch (error) {
       span.setStatus({ code: SpanStatusCode.ERROR, message: error instanceof Error ? error.message : String(error) })
       throw error

@@ -10,7 +10,7 @@ import {
 import { toError, type BatchResult, type Outcome } from './sqlite-protocol.js'
 import { isRead, observeQuery, type Observation } from './observed-dialect.js'
 import type { SqliteWorker } from './sqlite-thread.js'
-import { classified, DatabaseUnavailableError } from './unavailable.js'
+import { DatabaseUnavailableError } from './unavailable.js'
 
 /** How long a request waits for SQLite before it is answered 503, and readiness. */
 const QUERY_TIMEOUT_MS = 5000
@@ -29,11 +29,11 @@ interface Pending {
 const failureOf = (result: BatchResult): Error | undefined =>
   'expired' in result
     ? new DatabaseUnavailableError(new Error('SQLite did not answer in time'))
-    : 'failed' in result ? classified(toError(result.failed)) as Error : undefined
+    : 'failed' in result ? toError(result.failed) : undefined
 
 function settle ({ resolve, reject }: Pending, outcome: Outcome | undefined, failure: Error | undefined): void {
   if (outcome === undefined) reject(failure)
-  else if ('error' in outcome) reject(classified(toError(outcome.error)))
+  else if ('error' in outcome) reject(toError(outcome.error))
   else resolve(outcome)
 }
 
@@ -55,7 +55,7 @@ function batched (worker: SqliteWorker, kind: 'read' | 'write') {
     batch.forEach((entry, index) => { settle(entry, 'outcomes' in result ? result.outcomes[index] : undefined, failure) })
   }
 
-  return async (query: CompiledQuery) => await new Promise<{ rows: unknown[], changes?: number }>((resolve, reject) => {
+  return (query: CompiledQuery) => new Promise<{ rows: unknown[], changes?: number }>((resolve, reject) => {
     pending.push({ query, resolve, reject })
     if (pending.length === 1 && !busy) setImmediate(flush)
   })
@@ -78,7 +78,7 @@ export function sqliteWorkerDialect (worker: SqliteWorker, observation: Observat
   const write = batched(worker, 'write')
   const connection: DatabaseConnection = {
     async executeQuery<R> (query: CompiledQuery): Promise<QueryResult<R>> {
-      const { rows, changes } = await observeQuery(observation, query, async () => await (isRead(query) ? read(query) : write(query)))
+      const { rows, changes } = await observeQuery(observation, query, () => isRead(query) ? read(query) : write(query))
       return { rows: rows as R[], ...(changes !== undefined && { numAffectedRows: BigInt(changes) }) }
     },
     async * streamQuery () { throw new Error('the SQLite worker does not stream rows') }

@@ -85,6 +85,7 @@ export interface OutageLogger {
  * request.
  */
 export interface OutageLog {
+  /** The operation's result; a failure comes out classified, and counts toward the outage if it is one. */
   track: <T>(operation: Promise<T>) => Promise<T>
   /** Whether the last of these operations failed because the database cannot work now. */
   failing: () => boolean
@@ -92,22 +93,20 @@ export interface OutageLog {
 
 export function outageLog (log: OutageLogger, operations: 'reads' | 'writes'): OutageLog {
   let failures = 0
+  const succeeded = <T>(result: T): T => {
+    if (failures > 0) {
+      log.info({ operations, failedOperations: failures }, 'database available again')
+      failures = 0
+    }
+    return result
+  }
+  const failed = (error: unknown): never => {
+    const seen = classified(error)
+    if (seen instanceof DatabaseUnavailableError && failures++ === 0) log.error({ operations, err: seen.cause }, seen.message)
+    throw seen
+  }
   return {
-    async track<T> (operation: Promise<T>): Promise<T> {
-      try {
-        const result = await operation
-        if (failures > 0) {
-          log.info({ operations, failedOperations: failures }, 'database available again')
-          failures = 0
-        }
-        return result
-      } catch (error) {
-        if (error instanceof DatabaseUnavailableError && failures++ === 0) {
-          log.error({ operations, err: error.cause }, error.message)
-        }
-        throw error
-      }
-    },
+    track: (operation) => operation.then(succeeded, failed),
     failing: () => failures > 0
   }
 }
