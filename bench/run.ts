@@ -422,6 +422,7 @@ for (const workload of workloads) {
   const [serviceSamples, baselineSamples, pluginsSamples] = samples as [Sample[], Sample[], Sample[]]
   const yardstickSamples = yardstick === undefined ? undefined : samples[3]!
   const againstSamples = against === undefined ? undefined : samples.at(-1)!
+  const versusAgainst = againstSamples === undefined ? undefined : { ...summarise(againstSamples), ratio: medianRatio(serviceSamples, againstSamples) }
   const row: Row = {
     workload,
     service: summarise(serviceSamples),
@@ -444,7 +445,7 @@ for (const workload of workloads) {
     `${workload.yardstick ?? ''} | ${row.yardstick?.rps.toFixed(0) ?? ''} | ${row.toYardstick === undefined ? '' : `${versus(row.yardstick!, row.toYardstick, workload.target)}${workload.target === undefined ? '' : ` (≥ ${workload.target}×)`}`} | ` +
     `${row.plugins.rps.toFixed(0)} | ${versus(row.plugins, row.toPlugins, workload.pluginsTarget)}${workload.pluginsTarget === undefined ? '' : ` (≥ ${workload.pluginsTarget}×)`} | ` +
     `${row.toPlainFastify?.toFixed(2).concat('×') ?? ''} | ${row.baseline.rps.toFixed(0)} | ${versus(row.baseline, row.toBaseline)} |` +
-    (againstSamples === undefined ? '' : ` ${summarise(againstSamples).rps.toFixed(0)} | ${versus(summarise(againstSamples), medianRatio(serviceSamples, againstSamples))} |`))
+    (versusAgainst === undefined ? '' : ` ${versusAgainst.rps.toFixed(0)} | ${versus(versusAgainst, versusAgainst.ratio)} |`))
 }
 write('', 'Plain Fastify + headers is bench/fastify.ts answering with the headers the service adds to every JSON answer (its security headers, CORS\'s exposed headers, a request id); ' +
   'Fastify + plugins is bench/fastify-plugins.ts: helmet, CORS, a request id, under-pressure, fastify-metrics, etag, pino and SQLite the simple way.',

@@ -78,13 +78,12 @@ export const NODE_BUNDLE = {
  */
 export async function bundle ({ entryPoints, outdir }) {
   const entry = (/** @type {string} */ path) => ({ in: join(repositoryRoot, path), out: path.replace(/^src\/process\//, '').replace(/\.ts$/, '') })
-  const server = entryPoints.filter((path) => path === SERVER_ENTRY)
   const tools = entryPoints.filter((path) => path !== SERVER_ENTRY)
   const builds = []
-  if (server.length > 0) {
+  if (entryPoints.includes(SERVER_ENTRY)) {
     builds.push(build({
       ...NODE_BUNDLE,
-      entryPoints: [...server.map(entry), SQLITE_WORKER],
+      entryPoints: [entry(SERVER_ENTRY), SQLITE_WORKER],
       outdir,
       // What is imported only when configured (tracing, Redis) goes in chunks of its own, which
       // a process without that feature never loads.

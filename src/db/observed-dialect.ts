@@ -10,7 +10,7 @@ import type { OutageLog } from './unavailable.js'
 const tracer = trace.getTracer('user-records-service/db')
 
 /** Whether a query only reads: a SELECT, or raw SQL that begins with one. */
-export const isRead = (query: CompiledQuery): boolean =>
+const isRead = (query: CompiledQuery): boolean =>
   query.query.kind === 'SelectQueryNode' || (query.query.kind === 'RawNode' && /^\s*select\b/i.test(query.sql))
 
 export interface Observation {
@@ -23,17 +23,18 @@ export interface Observation {
 /**
  * Runs a query as observed: a failure meaning the database cannot work now comes out as a
  * `DatabaseUnavailableError` and counts toward its outage, and with tracing on the query is a span.
+ * `run` is told whether the query reads or writes, as decided here.
  */
-export function observeQuery<T> ({ outages, traced }: Observation, query: CompiledQuery, run: () => Promise<T>): Promise<T> {
+export function observeQuery<T> ({ outages, traced }: Observation, query: CompiledQuery, run: (operation: 'read' | 'write') => Promise<T>): Promise<T> {
   const operation = isRead(query) ? 'read' : 'write'
   const outage = operation === 'read' ? outages.reads : outages.writes
-  if (traced === undefined) return outage.track(run())
+  if (traced === undefined) return outage.track(run(operation))
   return tracer.startActiveSpan(`db.${operation}`, {
     kind: SpanKind.CLIENT,
     attributes: { 'db.system.name': traced, 'db.query.text': query.sql }
   }, async (span) => {
     try {
-      return await outage.track(run())
+      return await outage.track(run(operation))
     } catch (error) {
       span.setStatus({ code: SpanStatusCode.ERROR, message: error instanceof Error ? error.message : String(error) })
       throw error

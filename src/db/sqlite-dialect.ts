@@ -8,7 +8,7 @@ import {
   type CompiledQuery, type DatabaseConnection, type Dialect, type Driver, type QueryResult
 } from 'kysely'
 import { toError, type BatchResult, type Outcome } from './sqlite-protocol.js'
-import { isRead, observeQuery, type Observation } from './observed-dialect.js'
+import { observeQuery, type Observation } from './observed-dialect.js'
 import type { SqliteWorker } from './sqlite-thread.js'
 import { DatabaseUnavailableError } from './unavailable.js'
 
@@ -78,7 +78,7 @@ export function sqliteWorkerDialect (worker: SqliteWorker, observation: Observat
   const write = batched(worker, 'write')
   const connection: DatabaseConnection = {
     async executeQuery<R> (query: CompiledQuery): Promise<QueryResult<R>> {
-      const { rows, changes } = await observeQuery(observation, query, () => isRead(query) ? read(query) : write(query))
+      const { rows, changes } = await observeQuery(observation, query, (operation) => operation === 'read' ? read(query) : write(query))
       return { rows: rows as R[], ...(changes !== undefined && { numAffectedRows: BigInt(changes) }) }
     },
     async * streamQuery () { throw new Error('the SQLite worker does not stream rows') }
