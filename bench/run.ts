@@ -37,6 +37,7 @@ import { parseArgs } from 'node:util'
 import { build } from 'esbuild'
 import { NODE_BUNDLE, SERVER_BUNDLE } from '../scripts/build.js'
 import { freePort } from '../test/process.js'
+import { median } from './median.js'
 import { readWrkOutput, type WrkFigures } from './wrk.js'
 
 const { values } = parseArgs({
@@ -229,7 +230,6 @@ async function startServer (name: string, command: string[], port: number, env: 
   return server
 }
 
-const median = (numbers: number[]) => [...numbers].sort((a, b) => a - b)[Math.floor(numbers.length / 2)]!
 const summarise = (list: Sample[]): Sample => ({
   rps: median(list.map((sample) => sample.rps)),
   p50: median(list.map((sample) => sample.p50)),
