@@ -326,6 +326,8 @@ const write = (...text: string[]) => {
 const cores = (sample: Sample) => `${sample.cpu.toFixed(2)}${sample.cpu < FULL_CORE ? ' ⚠' : ''}`
 const latency = (sample: Sample) => `${sample.p50.toFixed(2)} / ${sample.p99.toFixed(2)}`
 const mark = (ratio: number, target: number | undefined) => `${ratio.toFixed(2)}×${target === undefined ? '' : ratio >= target ? ' ✓' : ' ✗'}`
+/** A target beside its ratio: " (≥ 0.9×)", or nothing for a ratio without one. */
+const goal = (target: number | undefined) => target === undefined ? '' : ` (≥ ${target}×)`
 /** A ratio to a server that gave other answers than the workload expects (a route it lacks) compares other work: none is given. */
 const versus = (other: Sample, ratio: number, target?: number) => other.unexpected > 0 ? `— (${other.unexpected} other answers)` : mark(ratio, target)
 
@@ -442,8 +444,8 @@ for (const workload of workloads) {
   rows.push(row)
   const unexpected = row.service.unexpected > 0 ? ` (${row.service.unexpected} unexpected answers)` : ''
   write(`| ${workload.name}${unexpected} | ${row.service.rps.toFixed(0)} | ${latency(row.service)}${row.service.p99 <= P99_TARGET_MS ? '' : ' ✗'} | ${cores(row.service)} | ` +
-    `${workload.yardstick ?? ''} | ${row.yardstick?.rps.toFixed(0) ?? ''} | ${row.toYardstick === undefined ? '' : `${versus(row.yardstick!, row.toYardstick, workload.target)}${workload.target === undefined ? '' : ` (≥ ${workload.target}×)`}`} | ` +
-    `${row.plugins.rps.toFixed(0)} | ${versus(row.plugins, row.toPlugins, workload.pluginsTarget)}${workload.pluginsTarget === undefined ? '' : ` (≥ ${workload.pluginsTarget}×)`} | ` +
+    `${workload.yardstick ?? ''} | ${row.yardstick?.rps.toFixed(0) ?? ''} | ${row.toYardstick === undefined ? '' : versus(row.yardstick!, row.toYardstick, workload.target) + goal(workload.target)} | ` +
+    `${row.plugins.rps.toFixed(0)} | ${versus(row.plugins, row.toPlugins, workload.pluginsTarget)}${goal(workload.pluginsTarget)} | ` +
     `${row.toPlainFastify?.toFixed(2).concat('×') ?? ''} | ${row.baseline.rps.toFixed(0)} | ${versus(row.baseline, row.toBaseline)} |` +
     (versusAgainst === undefined ? '' : ` ${versusAgainst.rps.toFixed(0)} | ${versus(versusAgainst, versusAgainst.ratio)} |`))
 }
@@ -469,7 +471,7 @@ for (const workload of sweepWorkloads) {
     }
     const target = connections === 1 ? workload.oneConnectionTarget : undefined
     write(`| ${workload.name} | ${connections} | ${serviceSample.rps.toFixed(0)} | ${latency(serviceSample)} | ${yardstick.name} | ${yardstickSample.rps.toFixed(0)} | ${latency(yardstickSample)} | ` +
-      `${mark(ratio, target)}${target === undefined ? '' : ` (≥ ${target}×)`} |`)
+      `${mark(ratio, target)}${goal(target)} |`)
   }
 }
 write('')
