@@ -1,21 +1,14 @@
 /**
- * A SQLite file opened with the service's settings, and Kysely over it in this thread (for
- * migrations, `npm run migrate` and tests); the service itself runs SQLite on a worker.
+ * A SQLite file opened with the service's settings, for the worker, `npm run migrate`, backups and
+ * tests; this module loads no Kysely, so that the worker starts without it.
  */
 import { accessSync, constants, mkdirSync } from 'node:fs'
 import { createRequire } from 'node:module'
 import { dirname } from 'node:path'
 import { setTimeout as sleep } from 'node:timers/promises'
 import type SQLite from 'better-sqlite3'
-import { Kysely, SqliteDialect, type SqliteDatabase } from 'kysely'
-import type { Database } from './schema.js'
 
 const require = createRequire(import.meta.url)
-
-/** Kysely over a SQLite connection of this thread. */
-export function sqliteKysely (database: SQLite.Database): Kysely<Database> {
-  return new Kysely<Database>({ dialect: new SqliteDialect({ database: reusingStatements(database) }) })
-}
 
 /** The size the WAL is cut back to when it starts again, above the 4 MB it reaches between checkpoints. */
 const WAL_SIZE_LIMIT_BYTES = 16 * 1024 * 1024
@@ -98,9 +91,4 @@ export function preparedOnce (database: SQLite.Database): (sql: string) => SQLit
     }
     return statement
   }
-}
-
-function reusingStatements (database: SQLite.Database): SqliteDatabase {
-  const prepare = preparedOnce(database)
-  return { prepare, close: () => { database.close() } }
 }

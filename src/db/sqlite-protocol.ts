@@ -3,7 +3,8 @@
 export interface Batch {
   type: 'batch'
   id: number
-  kind: 'read' | 'write' | 'check'
+  /** `statement`: one statement run as it is, outside the worker's transactions (migrations). */
+  kind: 'read' | 'write' | 'check' | 'statement'
   queries: Array<{ sql: string, parameters: readonly unknown[] }>
   /** When its callers stop waiting, in `monotonicMs`. */
   deadline: number

@@ -1,12 +1,13 @@
 /**
- * The thread side of the SQLite worker: starts it, sends it batches with a deadline, replaces it
- * should it stop, and watches the WAL grow while another connection holds a read open.
+ * The thread side of the SQLite worker: starts and migrates it, sends it batches with a deadline,
+ * and replaces it should it stop.
  */
 import { once } from 'node:events'
-import { stat } from 'node:fs/promises'
 import { Worker } from 'node:worker_threads'
 import type { MigrationOutcome } from './migrate.js'
+import { migrateThroughWorker } from './sqlite-migration.js'
 import { monotonicMs, toError, type Batch, type BatchResult, type ErrorDescription, type WorkerMessage } from './sqlite-protocol.js'
+import { watchWalSize } from './sqlite-wal-size.js'
 import type { OutageLogger } from './unavailable.js'
 
 export interface SqliteWorker {
@@ -31,9 +32,24 @@ interface WorkerThread {
 const describeStop = (error: Error): ErrorDescription =>
   ({ code: 'SQLITE_CANTOPEN', message: `the SQLite worker stopped: ${error.message}` })
 
+/** A migration's statements go one at a time, under an id no batch has. */
+const STATEMENT_ID = -1
+
+/** Runs one statement of a migration, for as long as it takes: the service waits for its schema. */
+function runStatement (thread: Omit<WorkerThread, 'migrations'>, sql: string, parameters: readonly unknown[]) {
+  return new Promise<{ rows: unknown[], changes?: number }>((resolve, reject) => {
+    const batch: Batch = { type: 'batch', id: STATEMENT_ID, kind: 'statement', queries: [{ sql, parameters }], deadline: Number.POSITIVE_INFINITY }
+    thread.post(batch, (result) => {
+      const outcome = 'outcomes' in result ? result.outcomes[0] : undefined
+      if (outcome !== undefined && !('error' in outcome)) resolve(outcome)
+      else reject('failed' in result ? toError(result.failed) : new Error('the SQLite worker gave a migration statement no answer'))
+    })
+  })
+}
+
 /**
- * Starts a worker and waits until it has opened and migrated the file. `reopening` opens only a
- * file that is there, so that a deleted database is never replaced by an empty one.
+ * Starts a worker and migrates the file through it. `reopening` opens only a file that is there,
+ * so that a deleted database is never replaced by an empty one.
  */
 async function startWorker (filename: string, reopening: boolean, stopped: (error: Error) => void): Promise<WorkerThread> {
   const worker = new Worker(new URL('./sqlite-worker.js', import.meta.url), { name: 'sqlite', workerData: { filename, reopening } })
@@ -49,6 +65,8 @@ async function startWorker (filename: string, reopening: boolean, stopped: (erro
 
   const waiting = new Map<number, (result: BatchResult) => void>()
   let stop: Error | undefined
+  // A worker that stops while it migrates fails the start, and is not replaced.
+  let onStop = (_error: Error) => {}
   worker.on('message', (result: BatchResult) => {
     const answer = waiting.get(result.id)
     waiting.delete(result.id)
@@ -59,13 +77,12 @@ async function startWorker (filename: string, reopening: boolean, stopped: (erro
     stop = error
     for (const [id, answer] of waiting) answer({ id, failed: describeStop(error) })
     waiting.clear()
-    stopped(error)
+    onStop(error)
   }
   worker.on('error', die)
   worker.on('exit', (code) => die(new Error(`exit code ${code}`)))
 
-  return {
-    migrations: started.migrations,
+  const thread: Omit<WorkerThread, 'migrations'> = {
     post (batch, answer) {
       if (stop !== undefined) {
         answer({ id: batch.id, failed: describeStop(stop) })
@@ -86,33 +103,14 @@ async function startWorker (filename: string, reopening: boolean, stopped: (erro
       clearTimeout(timer)
     }
   }
-}
-
-/** A WAL this large has not been checkpointed for a while: some open read still needs it. */
-const WAL_HELD_BACK_BYTES = 64 * 1024 * 1024
-const WAL_CHECK_INTERVAL_MS = 1000
-
-/**
- * One warning as the WAL grows past WAL_HELD_BACK_BYTES and one line as it is back under, so that a
- * read held open by mistake is found before the disk fills. The size is read off the event loop.
- */
-function watchWalSize (filename: string, log: OutageLogger): () => void {
-  let warned = false
-  let checking = false
-  const timer = setInterval(() => {
-    if (checking) return
-    checking = true
-    stat(`${filename}-wal`).then(({ size: walBytes }) => {
-      if (!warned && walBytes > WAL_HELD_BACK_BYTES) {
-        warned = true
-        log.warn({ walBytes }, 'the SQLite WAL keeps growing: another connection is likely holding a read open (a backup, a sqlite3 shell in a transaction), and the WAL grows with every write until it ends')
-      } else if (warned && walBytes <= WAL_HELD_BACK_BYTES) {
-        warned = false
-        log.info({ walBytes }, 'the SQLite WAL is small again: the read that held it back has ended')
-      }
-    }, () => {}).finally(() => { checking = false })
-  }, WAL_CHECK_INTERVAL_MS).unref()
-  return () => { clearInterval(timer) }
+  try {
+    const migrations = await migrateThroughWorker((sql, parameters) => runStatement(thread, sql, parameters))
+    onStop = stopped
+    return { ...thread, migrations }
+  } catch (error) {
+    await thread.close()
+    throw error
+  }
 }
 
 /** How often, at most, a stopped worker's file is tried again while it cannot be opened. */

@@ -1,13 +1,13 @@
 /**
  * The service's SQLite connection, on a thread of its own so that its waits never hold up the event
- * loop. Each batch runs in a transaction that begins and ends inside one message.
+ * loop. Each batch runs in a transaction that begins and ends inside one message. It loads no
+ * Kysely: the thread that starts it migrates through it, statement by statement.
  */
 import { statSync, type Stats } from 'node:fs'
 import { parentPort, workerData } from 'node:worker_threads'
 import type SQLite from 'better-sqlite3'
-import { migrateToLatest } from './migrate.js'
 import { describeError as describe, monotonicMs, type Batch, type BatchResult, type Outcome, type WorkerMessage } from './sqlite-protocol.js'
-import { openSqliteFile, preparedOnce, sqliteKysely } from './sqlite-file.js'
+import { openSqliteFile, preparedOnce } from './sqlite-file.js'
 
 const port = parentPort!
 
@@ -15,24 +15,30 @@ const port = parentPort!
 const WAL_CUT_RETRY_MS = 1000
 const { filename, reopening } = workerData as { filename: string, reopening: boolean }
 
-/** The files this connection has open, to notice them deleted or replaced under it. */
 interface FileIdentity { dev: number, ino: number }
 const identityOf = (stats: Stats): FileIdentity => ({ dev: stats.dev, ino: stats.ino })
+/** The files this connection has open, each as first seen, to notice them deleted or replaced under it. */
+const opened = new Map<string, FileIdentity>()
 
 class FileChangedError extends Error {
   readonly code = 'SQLITE_FILE_CHANGED'
 }
 
-function checkFiles (opened: Array<[string, FileIdentity]>): void {
-  for (const [path, identity] of opened) {
+/** The WAL of a new file appears with the first write, and is watched from then on. */
+function checkFiles (): void {
+  if (filename === ':memory:') return
+  for (const path of [filename, `${filename}-wal`]) {
     const now = statSync(path, { throwIfNoEntry: false })
-    if (now === undefined || now.dev !== identity.dev || now.ino !== identity.ino) {
+    const identity = opened.get(path)
+    if (identity === undefined) {
+      if (now !== undefined) opened.set(path, identityOf(now))
+    } else if (now === undefined || now.dev !== identity.dev || now.ino !== identity.ino) {
       throw new FileChangedError(`${path} was deleted or replaced while the service had it open`)
     }
   }
 }
 
-function main (database: SQLite.Database, opened: Array<[string, FileIdentity]>): void {
+function main (database: SQLite.Database): void {
   const prepare = preparedOnce(database)
   const run = (sql: string, parameters: readonly unknown[]): { rows: unknown[], changes?: number } => {
     const statement = prepare(sql)
@@ -62,7 +68,7 @@ function main (database: SQLite.Database, opened: Array<[string, FileIdentity]>)
    * just that statement; if SQLite rolled the whole transaction back, the whole batch fails.
    */
   function write (batch: Batch): Outcome[] | 'expired' {
-    checkFiles(opened)
+    checkFiles()
     database.pragma(`busy_timeout = ${Math.max(0, timeLeft(batch))}`)
     run('begin immediate', [])
     if (timeLeft(batch) <= 0) {
@@ -105,9 +111,15 @@ function main (database: SQLite.Database, opened: Array<[string, FileIdentity]>)
     if (!cut) cutPending = setTimeout(() => { cutPending = undefined; cutWal() }, WAL_CUT_RETRY_MS)
   }
 
+  /** A migration's statement, in the transaction the migration opened itself. */
+  function statement (batch: Batch): Outcome[] {
+    checkFiles()
+    return batch.queries.map(({ sql, parameters }) => run(sql, parameters))
+  }
+
   /** Readiness: the files are the ones opened, and a write could begin now. */
   function check (): Outcome[] {
-    checkFiles(opened)
+    checkFiles()
     database.pragma('busy_timeout = 0')
     run('begin immediate', [])
     run('rollback', [])
@@ -127,7 +139,7 @@ function main (database: SQLite.Database, opened: Array<[string, FileIdentity]>)
       result = { id: batch.id, expired: true }
     } else {
       try {
-        const outcomes = batch.kind === 'read' ? read(batch) : batch.kind === 'write' ? write(batch) : check()
+        const outcomes = { read, write, statement, check }[batch.kind](batch)
         result = outcomes === 'expired' ? { id: batch.id, expired: true } : { id: batch.id, outcomes }
       } catch (error) {
         result = { id: batch.id, failed: describe(error) }
@@ -139,16 +151,9 @@ function main (database: SQLite.Database, opened: Array<[string, FileIdentity]>)
 
 try {
   const database = await openSqliteFile(filename, { mustExist: reopening })
-  const migrations = await migrateToLatest(sqliteKysely(database), 'sqlite')
-  const opened: Array<[string, FileIdentity]> = []
-  if (filename !== ':memory:') {
-    for (const path of [filename, `${filename}-wal`]) {
-      const stats = statSync(path, { throwIfNoEntry: false })
-      if (stats !== undefined) opened.push([path, identityOf(stats)])
-    }
-  }
-  main(database, opened)
-  port.postMessage({ type: 'ready', migrations })
+  checkFiles()
+  main(database)
+  port.postMessage({ type: 'ready' })
 } catch (error) {
   port.postMessage({ type: 'failed', error: describe(error) })
 }
