@@ -445,6 +445,17 @@ describe('PostgreSQL refusing work for a while', { skip: postgres.skip }, () => 
     assert.ok(seconds > 4 && seconds < 9, `stopped after ${seconds} s`)
   })
 
+  test('a role that may use only its own schema of a shared database starts, migrates and serves, whatever other schemas it may not read', async (t) => {
+    const role = await schemaOfItsOwnRole(t)
+    const other = `test_${randomBytes(6).toString('hex')}`
+    await postgresQuery(`create schema ${other}`)
+    t.after(() => postgresQuery(`drop schema ${other} cascade`))
+    await postgresQuery(`create table ${other}.accounts (id serial primary key)`)
+    const app = await testApp(t, { DATABASE_URL: role.url })
+    assert.equal((await postJson(app, '/users', { name: 'Ada', email: 'ada@example.com' })).statusCode, 201)
+    assert.equal((await app.inject('/users/1')).statusCode, 200)
+  })
+
   test('a migration that needs longer than start-up gives it: start-up stops with one line saying so, and npm run migrate runs it to the end', async (t) => {
     // A database of its own: the event trigger, and the migration lock, are the whole database's.
     const { url } = await postgresDatabase(t)
