@@ -1,12 +1,14 @@
 /**
  * Kysely's SQLite dialect with a driver that hands each query to the worker, observed as every
  * query is: what arrives in one turn goes as one batch, reads in one snapshot and writes in one
- * commit, each under a deadline (docs/decisions/0001-sqlite-on-a-worker-thread.md).
+ * commit, each under a deadline (docs/decisions/0001-sqlite-on-a-worker-thread.md). The same
+ * driver carries the migrations, a statement at a time, before the worker takes any batch.
  */
 import {
-  SqliteAdapter, SqliteIntrospector, SqliteQueryCompiler,
+  Kysely, SqliteAdapter, SqliteIntrospector, SqliteQueryCompiler,
   type CompiledQuery, type DatabaseConnection, type Dialect, type Driver, type QueryResult
 } from 'kysely'
+import { migrateToLatest, type MigrationOutcome } from './migrate.js'
 import { toError, type BatchResult, type Outcome } from './sqlite-protocol.js'
 import { observeQuery, type Observation } from './observed-dialect.js'
 import type { SqliteWorker } from './sqlite-thread.js'
@@ -26,12 +28,12 @@ interface Pending {
 }
 
 /** Why a whole batch failed, if it did. */
-const failureOf = (result: BatchResult): Error | undefined =>
+export const failureOf = (result: BatchResult): Error | undefined =>
   'expired' in result
     ? new DatabaseUnavailableError(new Error('SQLite did not answer in time'))
     : 'failed' in result ? toError(result.failed) : undefined
 
-function settle ({ resolve, reject }: Pending, outcome: Outcome | undefined, failure: Error | undefined): void {
+export function settle ({ resolve, reject }: Pick<Pending, 'resolve' | 'reject'>, outcome: Outcome | undefined, failure: Error | undefined): void {
   if (outcome === undefined) reject(failure)
   else if ('error' in outcome) reject(toError(outcome.error))
   else resolve(outcome)
@@ -72,13 +74,13 @@ const noTransactions = async (): Promise<never> => {
   throw new Error('queries on the SQLite worker run in its batches; a transaction of their own is not supported')
 }
 
-/** The dialect, and readiness: the worker's files are the ones opened, and a write could begin now. */
-export function sqliteWorkerDialect (worker: SqliteWorker, observation: Observation): { dialect: Dialect, check: () => Promise<void> } {
-  const read = batched(worker, 'read')
-  const write = batched(worker, 'write')
+type Execute = (query: CompiledQuery) => Promise<{ rows: unknown[], changes?: number }>
+
+/** Kysely over the worker's one connection, each query handed to `execute`. */
+function workerDialect (execute: Execute, destroy: () => Promise<void>): Dialect {
   const connection: DatabaseConnection = {
     async executeQuery<R> (query: CompiledQuery): Promise<QueryResult<R>> {
-      const { rows, changes } = await observeQuery(observation, query, (operation) => operation === 'read' ? read(query) : write(query))
+      const { rows, changes } = await execute(query)
       return { rows: rows as R[], ...(changes !== undefined && { numAffectedRows: BigInt(changes) }) }
     },
     async * streamQuery () { throw new Error('the SQLite worker does not stream rows') }
@@ -90,18 +92,34 @@ export function sqliteWorkerDialect (worker: SqliteWorker, observation: Observat
     commitTransaction: noTransactions,
     rollbackTransaction: noTransactions,
     releaseConnection: async () => {},
-    destroy: async () => await worker.close()
+    destroy
   }
   return {
-    dialect: {
-      createAdapter: () => new WorkerAdapter(),
-      createDriver: () => driver,
-      createIntrospector: (db) => new SqliteIntrospector(db),
-      createQueryCompiler: () => new SqliteQueryCompiler()
-    },
+    createAdapter: () => new WorkerAdapter(),
+    createDriver: () => driver,
+    createIntrospector: (db) => new SqliteIntrospector(db),
+    createQueryCompiler: () => new SqliteQueryCompiler()
+  }
+}
+
+/** The dialect, and readiness: the worker's files are the ones opened, and a write could begin now. */
+export function sqliteWorkerDialect (worker: SqliteWorker, observation: Observation): { dialect: Dialect, check: () => Promise<void> } {
+  const read = batched(worker, 'read')
+  const write = batched(worker, 'write')
+  const execute: Execute = (query) => observeQuery(observation, query, (operation) => operation === 'read' ? read(query) : write(query))
+  return {
+    dialect: workerDialect(execute, async () => await worker.close()),
     async check () {
       const failure = failureOf(await worker.send('check', [], CHECK_TIMEOUT_MS))
       if (failure !== undefined) throw failure
     }
   }
+}
+
+/**
+ * Migrates a worker that takes no batch yet, each statement run as it is: the migration opens its
+ * one transaction itself (migrate.ts).
+ */
+export async function migrateThroughWorker (runStatement: Execute): Promise<MigrationOutcome> {
+  return await migrateToLatest(new Kysely<any>({ dialect: workerDialect(runStatement, async () => {}) }), 'sqlite')
 }

@@ -4,8 +4,9 @@
  */
 import { once } from 'node:events'
 import { Worker } from 'node:worker_threads'
+import type { CompiledQuery } from 'kysely'
 import type { MigrationOutcome } from './migrate.js'
-import { migrateThroughWorker } from './sqlite-migration.js'
+import { failureOf, migrateThroughWorker, settle } from './sqlite-dialect.js'
 import { monotonicMs, toError, type Batch, type BatchResult, type ErrorDescription, type WorkerMessage } from './sqlite-protocol.js'
 import { watchWalSize } from './sqlite-wal-size.js'
 import type { OutageLogger } from './unavailable.js'
@@ -36,14 +37,10 @@ const describeStop = (error: Error): ErrorDescription =>
 const STATEMENT_ID = -1
 
 /** Runs one statement of a migration, for as long as it takes: the service waits for its schema. */
-function runStatement (thread: Omit<WorkerThread, 'migrations'>, sql: string, parameters: readonly unknown[]) {
+function runStatement (thread: Omit<WorkerThread, 'migrations'>, { sql, parameters }: CompiledQuery) {
   return new Promise<{ rows: unknown[], changes?: number }>((resolve, reject) => {
     const batch: Batch = { type: 'batch', id: STATEMENT_ID, kind: 'statement', queries: [{ sql, parameters }], deadline: Number.POSITIVE_INFINITY }
-    thread.post(batch, (result) => {
-      const outcome = 'outcomes' in result ? result.outcomes[0] : undefined
-      if (outcome !== undefined && !('error' in outcome)) resolve(outcome)
-      else reject('failed' in result ? toError(result.failed) : new Error('the SQLite worker gave a migration statement no answer'))
-    })
+    thread.post(batch, (result) => { settle({ resolve, reject }, 'outcomes' in result ? result.outcomes[0] : undefined, failureOf(result)) })
   })
 }
 
@@ -104,7 +101,7 @@ async function startWorker (filename: string, reopening: boolean, stopped: (erro
     }
   }
   try {
-    const migrations = await migrateThroughWorker((sql, parameters) => runStatement(thread, sql, parameters))
+    const migrations = await migrateThroughWorker((query) => runStatement(thread, query))
     onStop = stopped
     return { ...thread, migrations }
   } catch (error) {

@@ -126,6 +126,7 @@ function main (database: SQLite.Database): void {
     return []
   }
 
+  const runs = { read, write, statement, check }
   port.on('message', (message: WorkerMessage) => {
     if (message.type === 'close') {
       clearTimeout(cutPending)
@@ -139,7 +140,7 @@ function main (database: SQLite.Database): void {
       result = { id: batch.id, expired: true }
     } else {
       try {
-        const outcomes = { read, write, statement, check }[batch.kind](batch)
+        const outcomes = runs[batch.kind](batch)
         result = outcomes === 'expired' ? { id: batch.id, expired: true } : { id: batch.id, outcomes }
       } catch (error) {
         result = { id: batch.id, failed: describe(error) }
