@@ -251,8 +251,8 @@ const spread = (numbers: number[], digits: number) =>
 async function seededDatabase (size: number, source = root): Promise<string> {
   const file = join(folder, `seed-${size}${source === root ? '' : '-against'}.db`)
   const module = async <T>(path: string): Promise<T> => await import(pathToFileURL(join(source, path)).href) as T
-  const { createDatabase } = await module<typeof import('../src/db/database.js')>('src/db/database.ts')
-  const { migrateToLatest } = await module<typeof import('../src/db/migrate.js')>('src/db/migrate.ts')
+  const { createDatabase } = await module<typeof import('../src/storage/database.js')>('src/storage/database.ts')
+  const { migrateToLatest } = await module<typeof import('../src/storage/migrate.js')>('src/storage/migrate.ts')
   const { db } = await createDatabase({ dialect: 'sqlite', filename: file })
   await migrateToLatest(db, 'sqlite')
   await db.transaction().execute(async (transaction) => {

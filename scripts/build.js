@@ -38,10 +38,10 @@ const swaggerUiFolder = {
 }
 
 /**
- * The SQLite worker, which src/db/sqlite-thread.ts starts from the file beside its own
+ * The SQLite worker, which src/storage/sqlite-thread.ts starts from the file beside its own
  * (`./sqlite-worker.js`): beside the server's bundle, then, whatever else is bundled.
  */
-const SQLITE_WORKER = { in: join(repositoryRoot, 'src/db/sqlite-worker.ts'), out: 'sqlite-worker' }
+const SQLITE_WORKER = { in: join(repositoryRoot, 'src/storage/sqlite-worker.ts'), out: 'sqlite-worker' }
 
 /**
  * How a program of this repository becomes a bundle that `node` runs alone: the service's

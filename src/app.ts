@@ -7,33 +7,33 @@ import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox'
 import Fastify, { LogController, type FastifyInstance } from 'fastify'
 import type { DestinationStream } from 'pino'
 import type { Config } from './config/config.js'
-import edge from './edge/index.js'
-import { sendsFiles } from './edge/file-limit.js'
-import { serverOptions } from './edge/server-options.js'
-import auth from './plugins/app/auth.js'
-import drain from './plugins/app/drain.js'
-import errors from './plugins/app/errors.js'
-import exposure from './plugins/app/exposure.js'
-import { loggerOptions } from './plugins/app/logging.js'
-import metricsCollection from './plugins/app/metrics.js'
-import overload from './plugins/app/overload.js'
-import requestContext, { requestIdFrom } from './plugins/app/request-context.js'
-import storage from './plugins/app/storage.js'
-import cors from './plugins/external/cors.js'
-import { pageSecurityHeaders } from './plugins/external/helmet.js'
-import jwt from './plugins/external/jwt.js'
-import rateLimit from './plugins/external/rate-limit.js'
-import staticFiles, { apiPathSegments } from './plugins/external/static.js'
-import swagger from './plugins/external/swagger.js'
-import swaggerUi from './plugins/external/swagger-ui.js'
+import edge from './http/transport.js'
+import { sendsFiles } from './http/file-limit.js'
+import { serverOptions } from './http/server-options.js'
+import drain from './http/drain.js'
+import errors from './http/errors.js'
+import exposure from './http/exposure.js'
+import guards from './http/guards.js'
+import { loggerOptions } from './http/logging.js'
+import metricsCollection from './http/metrics.js'
+import requestContext, { requestIdFrom } from './http/request-context.js'
+import storage from './http/storage.js'
+import cors from './http/cors.js'
+import { pageSecurityHeaders } from './http/helmet.js'
+import staticFiles, { apiPathSegments } from './http/static.js'
+import swagger from './http/swagger.js'
+import swaggerUi from './http/swagger-ui.js'
 import health from './routes/health.js'
 import metrics from './routes/metrics.js'
 import root from './routes/root.js'
-import users from './routes/users/index.js'
+import users, { repository as usersRepository } from './users/index.js'
 import type { Tracing } from './process/tracing.js'
-import { namedSchemas } from './routes/named-schemas.js'
-import { registerSchemas } from './validation/request.js'
-import { schemaController } from './validation/serializers.js'
+import { ErrorSchema } from './http/schemas.js'
+import { statusSchemas } from './routes/health.schemas.js'
+import { greetingSchemas } from './routes/root.schemas.js'
+import { userSchemas } from './users/user.schemas.js'
+import { registerSchemas } from './http/request-validation.js'
+import { schemaController } from './http/serializers.js'
 
 export interface BuildOptions {
   /** Where log lines go; standard output when absent. */
@@ -54,40 +54,29 @@ export async function buildApp (config: Config, options: BuildOptions = {}): Pro
     genReqId: requestIdFrom,
     schemaController
   }).withTypeProvider<TypeBoxTypeProvider>()
-  registerSchemas(app, namedSchemas)
+  // The schemas routes refer to by `$id`, named once so that the document and generated clients share them.
+  registerSchemas(app, [ErrorSchema, ...statusSchemas, ...greetingSchemas, ...userSchemas])
 
   await app.register(edge, { maxConnections: config.maxConnections, bodyLimit: config.bodyLimit })
   if (options.tracing !== undefined) await app.register(options.tracing.plugin)
   await app.register(errors)
   // Files are served last, and not under the path of any route registered from here on.
   const apiSegments = apiPathSegments(app)
-  const tokenRules = { mode: config.auth, scopes: config.authScopes, maxLifetimeMs: config.jwt.maxLifetimeMs }
   await app.register(drain)
   if (config.metrics) await app.register(metricsCollection, { droppedLogLines: options.droppedLogLines })
   await app.register(requestContext)
   await app.register(cors, { origin: config.corsOrigin })
   await app.register(swagger, { auth: config.auth, signedBy: config.jwt.keys.kind })
   await app.register(storage, { database: config.database, traced: options.tracing !== undefined })
-  await app.register(jwt, { jwt: config.jwt })
+  await app.register(usersRepository)
   await app.register(exposure, { production: config.production, auth: config.auth, rateLimit: config.rateLimit })
 
-  // The API: shed, rate-limited and token-protected, in that order. Tokens are registered before
-  // the limiter so that their 401 is declared with the limiter's headers; its hook runs first.
-  await app.register(async (api) => {
-    await api.register(overload, config.overload)
-    await api.register(auth, tokenRules)
-    if (config.rateLimit !== undefined) await api.register(rateLimit, config.rateLimit)
-    await api.register(root)
-    await api.register(users, { idempotencyKeyTtlMs: config.idempotencyKeyTtlMs, requireIfMatch: config.requireIfMatch })
-  })
+  // Each API route declares its guards with app.protect (http/guards.ts).
+  await app.register(guards, { overload: config.overload, rateLimit: config.rateLimit, auth: config.auth, authScopes: config.authScopes, jwt: config.jwt })
+  await app.register(root)
+  await app.register(users, { idempotencyKeyTtlMs: config.idempotencyKeyTtlMs, requireIfMatch: config.requireIfMatch })
   await app.register(health)
-  if (config.metrics) {
-    // Follows AUTH like the API, but is neither shed nor rate-limited: scrapes matter most under load.
-    await app.register(async (operations) => {
-      await operations.register(auth, tokenRules)
-      await operations.register(metrics)
-    })
-  }
+  if (config.metrics) await app.register(metrics)
   // Pages for a browser, under helmet's headers and the bound on files sent at once.
   await app.register(async (pages) => {
     await pages.register(pageSecurityHeaders)

@@ -17,8 +17,12 @@ import { loadConfig } from '../src/config/config.js'
 
 export type Env = Record<string, string>
 
+/**
+ * The configuration of an in-process test: an in-memory database, no log, and no load shedding,
+ * which a busy machine could set off in any test (a test of shedding turns it on).
+ */
 export function testConfig (env: Env = {}) {
-  return loadConfig({ DATABASE_URL: 'sqlite::memory:', LOG_LEVEL: 'silent', ...env })
+  return loadConfig({ DATABASE_URL: 'sqlite::memory:', LOG_LEVEL: 'silent', OVERLOAD_MAX_EVENT_LOOP_DELAY_MS: '0', OVERLOAD_MAX_HEAP_MB: '0', ...env })
 }
 
 /** Builds the app on its own empty database and closes it when the test ends. */

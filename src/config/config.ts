@@ -8,7 +8,7 @@ import { createCoercingAjv } from '../validation/ajv.js'
 import { ConfigError } from './config-error.js'
 import { connectionLimit, heapToShedAt } from './limits.js'
 import { DEFAULT_MAX_LIFETIME, parseTokenConfig, type TokenConfig } from './tokens.js'
-import { DURATION, parseDatabaseUrl, parseDuration, parseOrigins, parseTrustProxy } from './values.js'
+import { type DatabaseConfig, DURATION, parseDatabaseUrl, parseDuration, parseOrigins, parseTrustProxy } from './values.js'
 
 export { ConfigError } from './config-error.js'
 export { loadMaxLifetime, loadSigningSecret } from './tokens.js'
@@ -66,9 +66,7 @@ export const SHUTDOWN_GRACE_MS = 10_000
 
 export type AuthMode = Env['AUTH']
 
-export type DatabaseConfig =
-  | { dialect: 'sqlite', filename: string }
-  | { dialect: 'postgres', connectionString: string, poolSize: number }
+export type { DatabaseConfig } from './values.js'
 
 export interface Config {
   production: boolean

@@ -3,7 +3,7 @@ import { readFileSync } from 'node:fs'
 import { totalmem } from 'node:os'
 import { getHeapStatistics } from 'node:v8'
 import { ConfigError } from './config-error.js'
-import type { DatabaseConfig } from './config.js'
+import type { DatabaseConfig } from './values.js'
 
 const MB = 1024 * 1024
 

@@ -2,7 +2,6 @@
 import { isIP } from 'node:net'
 import { resolve } from 'node:path'
 import { ConfigError } from './config-error.js'
-import type { Config, DatabaseConfig } from './config.js'
 
 /** A span of time as people write it: `30s`, `15m`, `1h`, `7d`. */
 export const DURATION = /^([1-9][0-9]*)([smhd])$/
@@ -22,13 +21,18 @@ function isAddressOrNetwork (text: string): boolean {
   return prefix === undefined || (/^[0-9]{1,3}$/.test(prefix) && Number(prefix) <= (version === 4 ? 32 : 128))
 }
 
-export function parseTrustProxy (text: string): Config['trustProxy'] {
+export function parseTrustProxy (text: string): false | number | string[] {
   if (text === 'off') return false
   if (/^[1-9][0-9]{0,1}$/.test(text)) return Number(text)
   const entries = text.split(',').map((entry) => entry.trim())
   if (entries.every(isAddressOrNetwork)) return entries
   throw new ConfigError(`TRUST_PROXY must be off, a hop count from 1 to 99, or a comma-separated list of addresses and networks such as 10.0.0.0/8 (got ${JSON.stringify(text)})`)
 }
+
+/** Where the users are kept: a SQLite file (or `:memory:`), or a PostgreSQL database. */
+export type DatabaseConfig =
+  | { dialect: 'sqlite', filename: string }
+  | { dialect: 'postgres', connectionString: string, poolSize: number }
 
 export function parseDatabaseUrl (url: string, poolSize: number): DatabaseConfig {
   if (url.startsWith('sqlite:') && url.length > 'sqlite:'.length) {

@@ -10,7 +10,7 @@ import type { DestinationStream } from 'pino'
 import { buildApp, type BuildOptions } from '../app.js'
 import { ConfigError, loadConfig, readEnvironment, SHUTDOWN_GRACE_MS, type Config } from '../config/config.js'
 import { standardOutput } from './log-output.js'
-import { DatabaseStartupError } from '../plugins/app/storage.js'
+import { DatabaseStartupError } from '../http/storage.js'
 
 function configOrExit (): Config {
   try {

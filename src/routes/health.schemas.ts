@@ -1,6 +1,6 @@
 /** The contract of the operational routes: liveness and readiness. */
 import { Type } from 'typebox'
-import { errorResponse, refTo } from './common.schemas.js'
+import { errorResponse, refTo } from '../http/schemas.js'
 
 const Status = Type.Object({ status: Type.Literal('ok') }, { $id: 'Status', additionalProperties: false, description: 'All is well.', examples: [{ status: 'ok' }] })
 

@@ -1,6 +1,6 @@
 /** Liveness and readiness, for load balancers and orchestrators. */
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
-import { AppError } from '../plugins/app/errors.js'
+import { AppError } from '../http/errors.js'
 import { HealthSchema, ReadySchema } from './health.schemas.js'
 
 const health: FastifyPluginAsyncTypebox = async (app) => {

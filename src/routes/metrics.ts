@@ -16,7 +16,7 @@ const MetricsSchema = {
 }
 
 const metrics: FastifyPluginAsyncTypebox = async (app) => {
-  app.get('/metrics', { schema: MetricsSchema }, async (_request, reply) => {
+  app.get('/metrics', app.protect('users:read', { schema: MetricsSchema }, { throttled: false }), async (_request, reply) => {
     const registry = app.metricsRegistry
     return reply.type(registry.contentType).send(await registry.metrics())
   })

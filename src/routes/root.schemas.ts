@@ -1,6 +1,6 @@
 /** The contract of the greeting routes (seed §4.1 and §4.5). */
 import { Type } from 'typebox'
-import { errorResponse, refTo } from './common.schemas.js'
+import { errorResponse, refTo } from '../http/schemas.js'
 
 const Greeting = Type.Object({
   hello: Type.String({ examples: ['world'] })

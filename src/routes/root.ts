@@ -3,9 +3,9 @@ import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import { CustomSchema, HelloSchema } from './root.schemas.js'
 
 const root: FastifyPluginAsyncTypebox = async (app) => {
-  app.get('/', { schema: HelloSchema }, async () => ({ hello: 'world' }))
+  app.get('/', app.protect('users:read', { schema: HelloSchema }), async () => ({ hello: 'world' }))
 
-  app.get('/custom', { schema: CustomSchema }, async (request) => ({ hello: request.query.name ?? 'world' }))
+  app.get('/custom', app.protect('users:read', { schema: CustomSchema }), async (request) => ({ hello: request.query.name ?? 'world' }))
 }
 
 export default root

@@ -2,7 +2,7 @@ import assert from 'node:assert/strict'
 import { Readable } from 'node:stream'
 import { test } from 'node:test'
 import { brotliCompressSync, gzipSync } from 'node:zlib'
-import { AppError } from '../../src/plugins/app/errors.js'
+import { AppError } from '../../src/http/errors.js'
 import { captureLogs, postJson, testApp } from '../helpers.js'
 
 function assertJsonError (response: { statusCode: number, headers: Record<string, unknown>, json: () => unknown }, statusCode: number, error?: string) {

@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict'
+import { PassThrough } from 'node:stream'
 import { test } from 'node:test'
-import { API_SECURITY_HEADERS } from '../../src/plugins/app/security-headers.js'
+import { API_SECURITY_HEADERS } from '../../src/http/security-headers.js'
 import { PAGE_ONLY_HEADERS, captureLogs, getUntil, postJson, testApp } from '../helpers.js'
 
 test('rate limiting is off by default', async (t) => {
@@ -30,6 +31,28 @@ test('RATE_LIMIT_MAX limits each client address: 429 with Retry-After and RateLi
   for (const url of ['/health', '/ready', '/documentation/json', '/index.html']) {
     assert.equal((await from('10.0.0.1', url)).statusCode, 200, `${url} is exempt`)
   }
+})
+
+test('the rate limit counts callers without a token too: with AUTH=all, 401s until the budget is spent, then 429', async (t) => {
+  const app = await testApp(t, { AUTH: 'all', JWT_SECRET: 'a-test-secret-that-is-long-enough-for-hs256', RATE_LIMIT_MAX: '2' })
+  const statuses = []
+  for (let i = 0; i < 6; i++) statuses.push((await app.inject('/users')).statusCode)
+  assert.deepEqual(statuses, [401, 401, 429, 429, 429, 429])
+})
+
+test('an unknown path is answered 404 as it arrives: its body is never read, no token is asked for, no limit counts it', async (t) => {
+  const app = await testApp(t, { AUTH: 'all', JWT_SECRET: 'a-test-secret-that-is-long-enough-for-hs256', RATE_LIMIT_MAX: '1' })
+  for (let i = 0; i < 3; i++) {
+    // A body that never ends: a request that waited for it would never be answered.
+    const body = new PassThrough()
+    body.write('[[[[')
+    const answer = await app.inject({ method: 'POST', url: '/nonexistent', headers: { 'content-type': 'application/json' }, payload: body })
+    assert.equal(answer.statusCode, 404)
+    assert.deepEqual(answer.json(), { error: 'Route not found' })
+    assert.ok(answer.headers['x-request-id'])
+    body.destroy()
+  }
+  assert.equal((await app.inject('/users')).statusCode, 401, 'the unknown paths spent none of the budget')
 })
 
 test('a rate window is written like 30s, 1m or 1h', async (t) => {

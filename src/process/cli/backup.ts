@@ -7,7 +7,7 @@ import '../supported-node.js'
 import { closeSync, existsSync, fsyncSync, linkSync, openSync, rmSync } from 'node:fs'
 import { dirname } from 'node:path'
 import { ConfigError, loadConfig, readEnvironment } from '../../config/config.js'
-import { openSqliteFile } from '../../db/sqlite-file.js'
+import { openSqliteFile } from '../../storage/sqlite-file.js'
 
 function sync (path: string): void {
   const fd = openSync(path, 'r')

@@ -1,8 +1,8 @@
 /** `npm run migrate`: brings the configured database's schema up to date, then exits. */
 import '../supported-node.js'
 import { ConfigError, loadConfig, readEnvironment } from '../../config/config.js'
-import { createDatabase } from '../../db/database.js'
-import { migrateToLatest } from '../../db/migrate.js'
+import { createDatabase } from '../../storage/database.js'
+import { migrateToLatest } from '../../storage/migrate.js'
 
 try {
   const { database } = loadConfig(readEnvironment())

@@ -1,0 +1,97 @@
+/**
+ * What every request gets (seed §6), in one `onRequest` hook: its id sent back, the JSON security
+ * headers, `Connection: close` while draining, a refusal without Host, and a 404 for an unknown
+ * path; and in one `onResponse` hook, its access-log line and its metrics.
+ */
+import { randomUUID } from 'node:crypto'
+import type { IncomingMessage } from 'node:http'
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
+import fp from 'fastify-plugin'
+import type { HeaderSchema } from './schemas.js'
+import { AppError } from './errors.js'
+import { API_SECURITY_HEADERS } from './security-headers.js'
+
+const SAFE_REQUEST_ID = /^[A-Za-z0-9._-]{1,128}$/
+
+export const REQUEST_ID_HEADER: HeaderSchema = {
+  type: 'string',
+  description: 'The request\'s id, in the log lines about it: the caller\'s own `X-Request-Id` when it is 1 to 128 of `A-Za-z0-9._-`, else a new UUID.'
+}
+
+/** Uses the caller's `X-Request-Id`, unless it could forge or flood log lines; then a fresh one. */
+export function requestIdFrom (request: IncomingMessage): string {
+  const incoming = request.headers['x-request-id']
+  return typeof incoming === 'string' && SAFE_REQUEST_ID.test(incoming) ? incoming : randomUUID()
+}
+
+async function requestContext (app: FastifyInstance): Promise<void> {
+  // Decided once: at LOG_LEVEL=warn and above the line is never written, so never built.
+  const accessLog = ['info', 'debug', 'trace'].includes(app.log.level)
+  const observe = app.hasDecorator('observeRequest') ? app.observeRequest : undefined
+
+  /** The application a token was issued to (`azp`, or `client_id`), when the identity provider names it. */
+  const clientIdOf = (user: FastifyRequest['user'] | undefined): string | undefined => {
+    const id = user?.azp ?? user?.client_id
+    return typeof id === 'string' ? id : undefined
+  }
+
+  const accessFields = (request: FastifyRequest, reply: FastifyReply) => ({
+    reqId: request.id,
+    method: request.method,
+    url: request.url,
+    // The client's address: behind trusted proxies (TRUST_PROXY), the one they forwarded.
+    client: request.ip,
+    route: request.routeOptions.url ?? null,
+    responseTime: Math.round(reply.elapsedTime * 100) / 100,
+    user: request.user?.sub,
+    clientId: clientIdOf(request.user)
+  })
+
+  /** A client that leaves before its answer gets no onResponse: the response's close writes its line. */
+  function logIfAborted (request: FastifyRequest, reply: FastifyReply): void {
+    const client = request.ip // read now: a closed socket forgets its peer
+    reply.raw.once('close', () => {
+      if (reply.raw.writableEnded) return
+      app.log.info({ ...accessFields(request, reply), client }, 'request aborted: its connection closed before it was answered')
+    })
+  }
+
+  app.addHook('onRequest', (request, reply, done) => {
+    reply.header('x-request-id', request.id)
+    reply.headers(API_SECURITY_HEADERS)
+    // Not stored by any cache unless the route says otherwise (conditional-get.ts).
+    reply.header('cache-control', 'no-store')
+    if (accessLog) logIfAborted(request, reply)
+    if (app.draining) reply.header('connection', 'close')
+    // RFC 9112 §3.2: an HTTP/1.1 request names its host. Node's own check is off (server-options.ts)
+    // so that the refusal is answered as every other error is.
+    if (request.headers.host === undefined && request.raw.httpVersion === '1.1') {
+      done(new AppError('Host header is required in an HTTP/1.1 request'))
+      return
+    }
+    // A path no route answers is told so at once: its body is never read, and no guard counts it.
+    if (request.is404) {
+      done(new AppError('Route not found', 404))
+      return
+    }
+    done()
+  })
+
+  app.addHook('onResponse', (request, reply, done) => {
+    if (accessLog) {
+      app.log.info({
+        ...accessFields(request, reply),
+        statusCode: reply.statusCode,
+        // Why an error answer was given, so that a client's 400 can be understood from the log.
+        error: request.answeredError ?? undefined
+      }, 'request completed')
+    }
+    observe?.(request, reply)
+    // A request in flight when closing began was answered with keep-alive; its connection is
+    // idle now, and would hold the shutdown until the client hung up.
+    if (app.closing) app.server.closeIdleConnections()
+    done()
+  })
+}
+
+export default fp(requestContext, { name: 'request-context', dependencies: ['drain'] })

@@ -1,0 +1,58 @@
+/** `POST /users`: stores a user (seed §4.2), safely retried with an `Idempotency-Key`. */
+import { createHash } from 'node:crypto'
+import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
+import type { FastifyReply } from 'fastify'
+import type { CreateOnceOutcome } from './idempotency-keys.js'
+import { AppError } from '../http/errors.js'
+import { CreateUserSchema, createUserLinks } from './create.schemas.js'
+import { userTag } from './user-id.js'
+
+/** A new user's version; a retry answers with it too, as the first answer did, whatever changed since. */
+const FIRST_VERSION = 1
+
+/** How often keys past their time are cleared from the database (they are ignored at once). */
+const FORGET_EVERY_MS = 3_600_000
+
+const createUser: FastifyPluginAsyncTypebox<{ idempotencyKeyTtlMs: number }> = async (app, { idempotencyKeyTtlMs }) => {
+  const keptSince = () => new Date(Date.now() - idempotencyKeyTtlMs).toISOString()
+  const forget = setInterval(() => { app.users.forgetIdempotencyKeys(keptSince()).catch(() => {}) }, FORGET_EVERY_MS).unref()
+  app.addHook('onClose', async () => { clearInterval(forget) })
+  /** Keys whose first request this process is still answering. */
+  const inFlight = new Set<string>()
+
+  app.post('/users', app.protect('users:write', { schema: CreateUserSchema, links: createUserLinks }), async (request, reply) => {
+    const { name, email } = request.body
+    // Only these two are stored and the answer is the body's bytes, so the parsed body, which can
+    // be many times their size, is let go before the wait for the database.
+    request.body = { name, email }
+    const sent = request.headers['idempotency-key']
+    // With tokens on, each caller's keys are its own: another caller's key replays nothing of theirs.
+    const caller = request.user?.sub
+    const key = sent === undefined || caller === undefined ? sent : JSON.stringify([caller, sent])
+    let id: number
+    if (key === undefined) {
+      id = await app.users.create({ name, email })
+    } else {
+      // A retry that arrives while this process still answers the first is told so; one that
+      // arrives at another instance waits, in the database, for the first to commit.
+      if (inFlight.has(key)) throw new AppError('A request with this Idempotency-Key is still being answered: retry shortly', 409)
+      inFlight.add(key)
+      let outcome: CreateOnceOutcome
+      try {
+        const fingerprint = createHash('sha256').update(request.bodyBytes ?? '').digest('base64url')
+        outcome = await app.users.createOnce({ name, email }, { key, fingerprint, keptSince: keptSince() })
+      } finally {
+        inFlight.delete(key)
+      }
+      if ('differentRequest' in outcome) throw new AppError('This Idempotency-Key was used with a different request body', 422)
+      id = outcome.id
+      if (outcome.replayed) reply.header('idempotent-replayed', 'true')
+    }
+    // The schema types the body as parsed; what goes out is the same JSON, as bytes (on a
+    // replay, the retry's bytes, which are the first request's: their fingerprints match).
+    const raw: FastifyReply = reply
+    return raw.code(201).header('location', `/users/${id}`).header('etag', userTag(id, FIRST_VERSION)).type('application/json; charset=utf-8').send(request.bodyBytes)
+  })
+}
+
+export default createUser

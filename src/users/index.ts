@@ -1,0 +1,30 @@
+/** The user routes: list, look up, store, change and erase users, and the validation showcase. */
+import type { FastifyInstance } from 'fastify'
+import fp from 'fastify-plugin'
+import createUser from './create.js'
+import deleteUser from './delete.js'
+import findUser from './find.js'
+import listUsers from './list.js'
+import { usersRepository, type UserRepository } from './repository.js'
+import updateUser from './update.js'
+import validateUser from './validate.js'
+
+declare module 'fastify' {
+  interface FastifyInstance {
+    users: UserRepository
+  }
+}
+
+/** The repository over the open database (http/storage.ts), for the routes below and for tests. */
+export const repository = fp(async (app: FastifyInstance) => {
+  app.decorate('users', usersRepository(app.db))
+}, { name: 'users-repository', dependencies: ['storage'] })
+
+export default async function users (app: FastifyInstance, options: { idempotencyKeyTtlMs: number, requireIfMatch: boolean }): Promise<void> {
+  await app.register(listUsers)
+  await app.register(findUser)
+  await app.register(createUser, options)
+  await app.register(updateUser, options)
+  await app.register(deleteUser, options)
+  await app.register(validateUser)
+}

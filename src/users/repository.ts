@@ -1,0 +1,132 @@
+/** Storage of user records: plain functions over `db`, the only module that writes SQL for them. */
+import { sql, type CompiledQuery, type Kysely } from 'kysely'
+import { createUserOnce, forgetIdempotencyKeys, type IdempotencyKey } from './idempotency-keys.js'
+import type { Database, NewUser, UserRow } from '../storage/schema.js'
+
+/** Ids are 32-bit on PostgreSQL (`integer`); the same bound holds on SQLite. */
+export const MAX_USER_ID = 2_147_483_647
+
+export type UserSummary = Pick<UserRow, 'id' | 'name'>
+/** A user as looked up, with the version its ETag is made of. */
+export type StoredUser = Pick<UserRow, 'id' | 'name' | 'version'>
+/** The fields a change sets; those left out keep their values. */
+export type UserChanges = Partial<NewUser>
+
+/** The versions a change or an erasure applies to: any, or only those named (by `If-Match`). */
+export type ExpectedVersions = 'any' | number[]
+
+/** What a change or an erasure found: the user as it is now, no such user, or another version of it. */
+export type WriteOutcome<Done> = Done | 'missing' | 'stale'
+
+/** A page: `limit` users after the id `after` (keyset), or after skipping `offset` of them. */
+export interface Page {
+  limit: number
+  offset: number
+  after?: number | undefined
+}
+
+/**
+ * The most frequent queries, built and compiled once for each database and run with each call's
+ * values, in the order of their placeholders (docs/decisions/0020-frequent-queries-compiled-once.md).
+ */
+function compiledOnce<Row> (build: (db: Kysely<Database>) => CompiledQuery<Row>) {
+  const compiled = new WeakMap<Kysely<Database>, CompiledQuery<Row>>()
+  return async (db: Kysely<Database>, ...parameters: unknown[]): Promise<Row[]> => {
+    let query = compiled.get(db)
+    if (query === undefined) {
+      query = build(db)
+      compiled.set(db, query)
+    }
+    return (await db.executeQuery<Row>({ ...query, parameters })).rows
+  }
+}
+
+/** name, email */
+const insertUser = compiledOnce((db) => db.insertInto('users').values({ name: '', email: '' }).returning('id').compile())
+/** id */
+const userById = compiledOnce((db) => db.selectFrom('users').select(['id', 'name', 'version']).where('id', '=', 0).compile())
+
+/** Stores a user; resolves once it is committed to the disk, with its new id. */
+export async function createUser (db: Kysely<Database>, { name, email }: NewUser): Promise<number> {
+  const [row] = await insertUser(db, name, email)
+  return row!.id
+}
+
+export async function findUser (db: Kysely<Database>, id: number): Promise<StoredUser | undefined> {
+  const [user] = await userById(db, id)
+  return user
+}
+
+/** Why a conditional write changed nothing: the user is gone, or it is at another version. */
+async function missingOrStale (db: Kysely<Database>, id: number): Promise<'missing' | 'stale'> {
+  return (await findUser(db, id)) === undefined ? 'missing' : 'stale'
+}
+
+/** Narrows a write of user `id` to the expected versions, checked by the statement that writes. */
+function atVersion<Query extends { where: (column: 'version', operator: 'in', values: number[]) => Query }> (query: Query, expected: ExpectedVersions): Query {
+  return expected === 'any' ? query : query.where('version', 'in', expected)
+}
+
+/**
+ * Sets the given fields and raises the version, in one statement that also checks the version, so
+ * that of two writers who read the same version only the first succeeds. No fields: nothing is
+ * written, and the user is answered as it is.
+ */
+export async function updateUser (db: Kysely<Database>, id: number, changes: UserChanges, expected: ExpectedVersions): Promise<WriteOutcome<StoredUser>> {
+  if (changes.name === undefined && changes.email === undefined) {
+    const user = await findUser(db, id)
+    if (user === undefined) return 'missing'
+    return expected === 'any' || expected.includes(user.version) ? user : 'stale'
+  }
+  if (expected !== 'any' && expected.length === 0) return await missingOrStale(db, id)
+  const update = db.updateTable('users').set((eb) => ({ ...changes, version: eb('version', '+', 1) })).where('id', '=', id)
+  const user = await atVersion(update, expected).returning(['id', 'name', 'version']).executeTakeFirst()
+  return user ?? await missingOrStale(db, id)
+}
+
+/**
+ * Deletes the user, if at an expected version. Triggers take it off the count and keep its
+ * `Idempotency-Key` (migrations/2026-11-29-changing-users.ts); nothing else of it stays.
+ */
+export async function deleteUser (db: Kysely<Database>, id: number, expected: ExpectedVersions): Promise<WriteOutcome<'deleted'>> {
+  if (expected !== 'any' && expected.length === 0) return await missingOrStale(db, id)
+  const deleted = await atVersion(db.deleteFrom('users').where('id', '=', id), expected).returning('id').executeTakeFirst()
+  return deleted === undefined ? await missingOrStale(db, id) : 'deleted'
+}
+
+/** How many users there are: the sum of the counter rows a trigger keeps. */
+const userTotal = compiledOnce((db) => db.selectFrom('user_counts').select(sql<number | string>`coalesce(sum(total), 0)`.as('total')).compile())
+
+const pageOf = (db: Kysely<Database>) => db.selectFrom('users').select(['id', 'name'])
+/** limit, offset */
+const pageAt = compiledOnce((db) => pageOf(db).orderBy('id').limit(0).offset(0).compile())
+/** after, limit, offset */
+const pageAfter = compiledOnce((db) => pageOf(db).where('id', '>', 0).orderBy('id').limit(0).offset(0).compile())
+
+/**
+ * One page in ascending id order, and how many users there are in all, asked for together: on
+ * SQLite they go in one batch, and so one snapshot, unless more reads wait than a batch carries.
+ */
+export async function listUsers (db: Kysely<Database>, { limit, offset, after }: Page): Promise<{ users: UserSummary[], total: number }> {
+  const [users, [count]] = await Promise.all([
+    after === undefined ? pageAt(db, limit, offset) : pageAfter(db, after, limit, offset),
+    userTotal(db)
+  ])
+  // PostgreSQL returns a sum of integers as a bigint, in a string.
+  return { users, total: Number(count!.total) }
+}
+
+/** The repository the routes use, over one database. */
+export function usersRepository (db: Kysely<Database>) {
+  return {
+    create: async (user: NewUser) => await createUser(db, user),
+    createOnce: async (user: NewUser, idempotency: IdempotencyKey) => await createUserOnce(db, user, idempotency),
+    forgetIdempotencyKeys: async (keptSince: string) => { await forgetIdempotencyKeys(db, keptSince) },
+    findById: async (id: number) => await findUser(db, id),
+    update: async (id: number, changes: UserChanges, expected: ExpectedVersions) => await updateUser(db, id, changes, expected),
+    delete: async (id: number, expected: ExpectedVersions) => await deleteUser(db, id, expected),
+    list: async (page: Page) => await listUsers(db, page)
+  }
+}
+
+export type UserRepository = ReturnType<typeof usersRepository>

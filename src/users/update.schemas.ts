@@ -1,0 +1,28 @@
+/** The contract of `PATCH /users/{id}`. */
+import { refTo } from '../http/schemas.js'
+import {
+  badPath, databaseUnavailable, IfMatch, notFound, preconditionFailed, preconditionRequired, tooLarge, unsupported, User, USER_ETAG, UserPatch, UserPath
+} from './user.schemas.js'
+
+export const UpdateUserSchema = {
+  summary: 'Change a stored user',
+  description: 'Sets the fields the JSON Merge Patch holds and answers the user as `GET /users/{id}` shows it, with its new ETag. ' +
+    'Send `If-Match` with the ETag last seen, so that a change made meanwhile by another client is not overwritten: of two clients ' +
+    'that send the same ETag, one succeeds and the other gets 412. Checked in this order: token, body, `If-Match` required, user, `If-Match`.',
+  operationId: 'updateUser',
+  tags: ['users'],
+  consumes: ['application/merge-patch+json', 'application/json'],
+  params: UserPath,
+  headers: IfMatch,
+  body: refTo(UserPatch),
+  response: {
+    200: refTo(User, { description: 'Changed (or, for `{}`, as it was).', headers: { ETag: USER_ETAG } }),
+    400: badPath,
+    404: notFound,
+    412: preconditionFailed,
+    413: tooLarge,
+    415: unsupported,
+    428: preconditionRequired,
+    503: databaseUnavailable
+  }
+}

@@ -1,0 +1,17 @@
+/** `PATCH /users/{id}`: changes a user's name or email, with JSON Merge Patch and `If-Match`. */
+import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
+import { writeTarget, written } from './preconditions.js'
+import { UpdateUserSchema } from './update.schemas.js'
+import { userTag } from './user-id.js'
+
+const updateUser: FastifyPluginAsyncTypebox<{ requireIfMatch: boolean }> = async (app, { requireIfMatch }) => {
+  app.patch('/users/:id', app.protect('users:write', { schema: UpdateUserSchema }), async (request, reply) => {
+    const { id, expected } = writeTarget(request, requireIfMatch)
+    const { name, email } = request.body
+    const user = written(await app.users.update(id, { name, email }, expected))
+    reply.header('etag', userTag(user.id, user.version))
+    return { id: String(user.id), name: user.name }
+  })
+}
+
+export default updateUser

@@ -1,0 +1,112 @@
+/**
+ * What the user routes share: their fields, the named schemas of a user, and the answers several
+ * of them give. Each route's own schema is beside it.
+ */
+import { Type } from 'typebox'
+import { MAX_USER_ID } from './repository.js'
+import { STORABLE_TEXT } from '../http/request-validation.js'
+import { errorResponse, type HeaderSchema, RETRY_AFTER } from '../http/schemas.js'
+
+export const Limit = (defaultValue: number) => Type.Integer({ minimum: 1, maximum: 1000, default: defaultValue, description: 'Users per page.' })
+/** The database reads every user it skips, so an offset is bounded as a page is. */
+export const MAX_OFFSET = 10_000
+export const Offset = Type.Integer({ minimum: 0, maximum: MAX_OFFSET, default: 0, description: `Users to skip, at most ${MAX_OFFSET}.` })
+export const After = Type.Integer({
+  minimum: 0,
+  maximum: MAX_USER_ID,
+  description: 'Start after the user with this id (keyset pagination: every page costs the same, however deep). With `offset`, that many more are skipped after it.',
+  examples: [100]
+})
+export const UserPath = Type.Object({
+  id: Type.String({ description: 'The user\'s integer id, in decimal.', examples: ['1'] })
+})
+export const IfNoneMatch = Type.Object({
+  'if-none-match': Type.Optional(Type.String({ description: 'ETags from earlier answers; if one is current, the answer is 304 with no body.' }))
+})
+
+const Name = Type.String({
+  minLength: 1,
+  maxLength: 200,
+  pattern: STORABLE_TEXT,
+  description: 'Any Unicode text without the NUL character (U+0000). An unpaired surrogate (`\\ud800` with no partner) is not Unicode text and is refused.',
+  examples: ['Ada']
+})
+const Email = Type.String({
+  format: 'email',
+  maxLength: 254,
+  description: 'An RFC 5321 mailbox, as JSON Schema defines `format: email`: `q@test`, `"q"@example.com` and `a@[127.0.0.1]` are accepted; ' +
+    'non-ASCII addresses (RFC 6531, `idn-email`) are not.',
+  examples: ['ada@example.com']
+})
+
+/** Said of every JSON body the user routes take. */
+const PROTOTYPE_KEYS = 'A `__proto__` key, or a `constructor` key holding `prototype`, anywhere in the body is refused (400), as a guard against prototype poisoning.'
+
+export const UserSummary = Type.Object({
+  id: Type.Integer({ minimum: 1, maximum: MAX_USER_ID, examples: [1] }),
+  name: Name
+}, { $id: 'UserSummary', additionalProperties: false, description: 'A stored user as lists show it.', examples: [{ id: 1, name: 'Ada' }] })
+
+export const User = Type.Object({
+  id: Type.String({ description: 'The id exactly as given in the path.', examples: ['1'] }),
+  name: Name
+}, { $id: 'User', additionalProperties: false, description: 'A stored user, looked up by id.', examples: [{ id: '1', name: 'Ada' }] })
+
+export const NewUser = Type.Object({ name: Name, email: Email }, {
+  $id: 'NewUser',
+  examples: [{ name: 'Ada', email: 'ada@example.com' }],
+  description: `A user to store. Other properties are allowed and echoed back, but only \`name\` and \`email\` are stored. ${PROTOTYPE_KEYS}`
+})
+
+export const UserPatch = Type.Object({ name: Type.Optional(Name), email: Type.Optional(Email) }, {
+  $id: 'UserPatch',
+  additionalProperties: false,
+  examples: [{ email: 'ada@example.org' }],
+  description: 'A JSON Merge Patch (RFC 7396) of a user: the fields it holds are set, the others kept; `{}` changes nothing. ' +
+    `\`null\` would remove a field, and a user cannot be without either, so it is refused (400), as is any other property. ${PROTOTYPE_KEYS}`
+})
+
+export const UserToValidate = Type.Object({
+  name: Name,
+  email: Email,
+  age: Type.Optional(Type.Integer({ minimum: 0, examples: [36] }))
+}, { $id: 'UserToValidate', additionalProperties: false, examples: [{ name: 'Ada', email: 'ada@example.com', age: 36 }], description: `The validation showcase's body: no other property is allowed. ${PROTOTYPE_KEYS}` })
+
+export const ValidatedUser = Type.Object({
+  id: Type.String({ description: 'The path id.', examples: ['507f1f77bcf86cd799439011'] }),
+  name: Type.String({ examples: ['Ada'] }),
+  email: Type.String({ examples: ['ada@example.com'] })
+}, {
+  $id: 'ValidatedUser',
+  additionalProperties: false,
+  description: 'The path id with the body\'s name and email, and nothing else.',
+  examples: [{ id: '507f1f77bcf86cd799439011', name: 'Ada', email: 'ada@example.com' }]
+})
+
+export const userSchemas = [UserSummary, User, NewUser, UserPatch, UserToValidate, ValidatedUser]
+
+export const ETAG: HeaderSchema = { type: 'string', description: 'A strong entity tag of this answer, for `If-None-Match`.' }
+export const USER_ETAG: HeaderSchema = {
+  type: 'string',
+  description: 'The user\'s strong entity tag, `"<id>.<version>"`: for `If-None-Match` on `GET`, and `If-Match` on `PATCH` and `DELETE`. ' +
+    'Any change to the stored user, shown here or not (its email), gives it a new one.'
+}
+export const IfMatch = Type.Object({
+  'if-match': Type.Optional(Type.String({
+    description: 'The user\'s ETag as last seen (or `*`, any): if the user has changed since, the answer is 412 and nothing is written. ' +
+      'Without it the write applies whatever the user\'s version, unless the service runs with `REQUIRE_IF_MATCH=on` (then 428).',
+    examples: ['"1.1"']
+  }))
+})
+export const notFound = errorResponse('No user has this id.')
+export const preconditionFailed = errorResponse('`If-Match` names no current ETag of this user: it has changed since it was read. Nothing was written.')
+export const preconditionRequired = errorResponse('`If-Match` is missing, and the service requires it (`REQUIRE_IF_MATCH=on`). Nothing was written.')
+export const notModified = Type.Null({ description: 'Not modified: `If-None-Match` names the current ETag. No body.', headers: { ETag: ETAG } })
+export const invalid = errorResponse('The request fails its schema; the message names the field.')
+export const badPath = errorResponse('The request fails its schema, or its path cannot be decoded (`/users/%zz`); the message says which.')
+export const tooLarge = errorResponse('The body is larger than `BODY_LIMIT`.')
+const ACCEPT_ENCODING: HeaderSchema = { type: 'string', description: '`identity`, when the body was refused for its `Content-Encoding`: bodies are taken only uncompressed.', required: false }
+export const unsupported = errorResponse('The body is not `application/json`, or it has a `Content-Encoding` (bodies are taken only uncompressed).',
+  { 'Accept-Encoding': ACCEPT_ENCODING })
+export const databaseUnavailable = errorResponse('The database cannot do its work now, or the service is overloaded; retry after `Retry-After` seconds.',
+  { 'Retry-After': RETRY_AFTER })
