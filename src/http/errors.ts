@@ -8,7 +8,11 @@ import fp from 'fastify-plugin'
 import { DatabaseUnavailableError, UserIdsExhaustedError } from '../storage/unavailable.js'
 import type { ValidationDetail } from './schemas.js'
 
-const JSON_TYPE = 'application/json; charset=utf-8'
+/** The type of every JSON answer. */
+export const JSON_TYPE = 'application/json; charset=utf-8'
+
+/** The body of every error answer (ErrorSchema), also where no reply exists, on a bare socket. */
+export const errorBody = (message: string, details?: ValidationDetail[]) => details === undefined ? { error: message } : { error: message, details }
 
 declare module 'fastify' {
   interface FastifyRequest {
@@ -39,6 +43,12 @@ export class AppError extends Error {
     this.headers = headers
     this.details = details
   }
+}
+
+/** A 401 with its bearer challenge (RFC 6750 §3): `invalid_token` unless no credentials came at all. */
+export function unauthorized (message: string, withoutCredentials = false): AppError {
+  const challenge = withoutCredentials ? 'Bearer realm="api"' : 'Bearer realm="api", error="invalid_token"'
+  return new AppError(message, 401, { 'www-authenticate': challenge })
 }
 
 /** Fastify's own client errors whose default wording the contract words differently. */
@@ -86,7 +96,7 @@ function replyWithError (error: FastifyError, request: FastifyRequest, reply: Fa
   if (logAs !== undefined) request.log.error({ err: error }, logAs)
   if (headers !== undefined) reply.headers(headers)
   request.answeredError = message
-  return reply.code(statusCode).type(JSON_TYPE).send(details === undefined ? { error: message } : { error: message, details })
+  return reply.code(statusCode).type(JSON_TYPE).send(errorBody(message, details))
 }
 
 /**
@@ -100,7 +110,7 @@ export function replyWithFrameworkError (error: FastifyError, request: FastifyRe
 
 function routeNotFound (reply: FastifyReply): FastifyReply {
   reply.request.answeredError = 'Route not found'
-  return reply.code(404).type(JSON_TYPE).send({ error: 'Route not found' })
+  return reply.code(404).type(JSON_TYPE).send(errorBody('Route not found'))
 }
 
 async function errors (app: FastifyInstance): Promise<void> {

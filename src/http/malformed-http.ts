@@ -7,8 +7,7 @@ import { createRequire } from 'node:module'
 import type { IncomingMessage, ServerResponse } from 'node:http'
 import type { Socket } from 'node:net'
 import type { FastifyInstance } from 'fastify'
-
-const JSON_TYPE = 'application/json; charset=utf-8'
+import { errorBody, JSON_TYPE } from './errors.js'
 
 // Required, not imported: node:http's module view reads every export, and three of them load Node's
 // own copy of undici, which the service never uses.
@@ -34,7 +33,7 @@ function clientErrorAnswer (error: NodeJS.ErrnoException & { rawPacket?: Buffer 
 
 /** Answers on a bare socket with the JSON shape, then closes the connection for good. */
 function endWithJson (socket: Socket, statusCode: number, message: string): void {
-  const body = JSON.stringify({ error: message })
+  const body = JSON.stringify(errorBody(message))
   socket.end(`HTTP/1.1 ${statusCode} ${STATUS_CODES[statusCode]}\r\nContent-Type: ${JSON_TYPE}\r\nCache-Control: no-store\r\n` +
     `Content-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`)
   // Closed for good once the answer is out: ending alone leaves the connection half open,
@@ -82,7 +81,7 @@ export function answerExpectAndConnect (app: FastifyInstance): void {
   app.server.on('checkExpectation', (request: IncomingMessage, response: ServerResponse) => {
     const message = 'Expectation Failed: the only expectation met is Expect: 100-continue'
     logRefusal(app, request.socket, 417, message)
-    const body = JSON.stringify({ error: message })
+    const body = JSON.stringify(errorBody(message))
     response.writeHead(417, { 'content-type': JSON_TYPE, 'cache-control': 'no-store', 'content-length': Buffer.byteLength(body) }).end(body)
   })
   app.server.on('connect', (_request: IncomingMessage, socket: Socket) => {

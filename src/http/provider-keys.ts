@@ -8,7 +8,7 @@ import { createPublicKey } from 'node:crypto'
 import { setTimeout as sleep } from 'node:timers/promises'
 import type { TokenOrHeader } from '@fastify/jwt'
 import type { FastifyBaseLogger } from 'fastify'
-import { AppError } from './errors.js'
+import { AppError, unauthorized } from './errors.js'
 
 /** The set is fetched for an unknown `kid` at most this often, so made-up `kid`s cost the provider little. */
 const REFETCH_INTERVAL_MS = 1000
@@ -19,7 +19,7 @@ const MAX_AGE_MS = 600_000
 
 interface PublishedKey { pem: string, alg: string | undefined }
 
-const invalidToken = () => new AppError('Token is invalid', 401, { 'www-authenticate': 'Bearer realm="api", error="invalid_token"' })
+const invalidToken = () => unauthorized('Token is invalid')
 const unreachable = () => new AppError('The identity provider cannot be reached to check this token: retry shortly', 503, { 'retry-after': '1' })
 
 /** The signing keys of a JWKS (RFC 7517) that Node can read; others are skipped. */

@@ -7,7 +7,7 @@ import jwt from '@fastify/jwt'
 import type { FastifyInstance, FastifyRequest, onRequestHookHandler } from 'fastify'
 import type { AuthMode } from '../config/config.js'
 import type { TokenConfig } from '../config/tokens.js'
-import { AppError } from './errors.js'
+import { AppError, unauthorized } from './errors.js'
 import { providerKeys } from './provider-keys.js'
 import { errorResponse, type HeaderSchema, type Responses } from './schemas.js'
 
@@ -64,11 +64,6 @@ const WWW_AUTHENTICATE: HeaderSchema = {
   type: 'string',
   description: 'The bearer challenge (RFC 6750 §3): `Bearer realm="api"`, with `error="invalid_token"` for a token that was refused, ' +
     'or `error="insufficient_scope", scope="…"` for one without the scope the route asks for.'
-}
-
-function unauthorized (message: string, withoutCredentials = false): AppError {
-  const challenge = withoutCredentials ? 'Bearer realm="api"' : 'Bearer realm="api", error="invalid_token"'
-  return new AppError(message, 401, { 'www-authenticate': challenge })
 }
 
 /** What a refused token is told, by @fastify/jwt's or fast-jwt's code, where more than "invalid" can be said. */

@@ -3,7 +3,7 @@ import { createHash } from 'node:crypto'
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import type { FastifyReply } from 'fastify'
 import type { CreateOnceOutcome } from './idempotency-keys.js'
-import { AppError } from '../http/errors.js'
+import { AppError, JSON_TYPE } from '../http/errors.js'
 import { CreateUserSchema, createUserLinks } from './create.schemas.js'
 import { userTag } from './user-id.js'
 
@@ -51,7 +51,7 @@ const createUser: FastifyPluginAsyncTypebox<{ idempotencyKeyTtlMs: number }> = a
     // The schema types the body as parsed; what goes out is the same JSON, as bytes (on a
     // replay, the retry's bytes, which are the first request's: their fingerprints match).
     const raw: FastifyReply = reply
-    return raw.code(201).header('location', `/users/${id}`).header('etag', userTag(id, FIRST_VERSION)).type('application/json; charset=utf-8').send(request.bodyBytes)
+    return raw.code(201).header('location', `/users/${id}`).header('etag', userTag(id, FIRST_VERSION)).type(JSON_TYPE).send(request.bodyBytes)
   })
 }
 
