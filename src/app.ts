@@ -11,7 +11,7 @@ import edge from './http/transport.js'
 import { sendsFiles } from './http/file-limit.js'
 import { serverOptions } from './http/server-options.js'
 import drain from './http/drain.js'
-import errors from './http/errors.js'
+import errors, { unknownPathsAtOnce } from './http/errors.js'
 import exposure from './http/exposure.js'
 import guards from './http/guards.js'
 import { loggerOptions } from './http/logging.js'
@@ -66,6 +66,7 @@ export async function buildApp (config: Config, options: BuildOptions = {}): Pro
   if (config.metrics) await app.register(metricsCollection, { droppedLogLines: options.droppedLogLines })
   await app.register(requestContext)
   await app.register(cors, { origin: config.corsOrigin })
+  await app.register(unknownPathsAtOnce)
   await app.register(swagger, { auth: config.auth, signedBy: config.jwt.keys.kind })
   await app.register(storage, { database: config.database, traced: options.tracing !== undefined })
   await app.register(usersRepository)

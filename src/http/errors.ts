@@ -122,3 +122,14 @@ async function errors (app: FastifyInstance): Promise<void> {
 }
 
 export default fp(errors, { name: 'errors' })
+
+/**
+ * A path no route answers is told so as it arrives, once what every request gets (its id, its
+ * headers, CORS) is set: its body is never read, and no guard counts it.
+ */
+export const unknownPathsAtOnce = fp(async (app: FastifyInstance) => {
+  app.addHook('onRequest', (request, reply, done) => {
+    if (request.is404) routeNotFound(reply)
+    else done()
+  })
+}, { name: 'unknown-paths-at-once', dependencies: ['errors'] })

@@ -1,7 +1,7 @@
 /**
  * What every request gets (seed §6), in one `onRequest` hook: its id sent back, the JSON security
- * headers, `Connection: close` while draining, a refusal without Host, and a 404 for an unknown
- * path; and in one `onResponse` hook, its access-log line and its metrics.
+ * headers, `Connection: close` while draining, and a refusal without Host; and in one `onResponse`
+ * hook, its access-log line and its metrics.
  */
 import { randomUUID } from 'node:crypto'
 import type { IncomingMessage } from 'node:http'
@@ -67,11 +67,6 @@ async function requestContext (app: FastifyInstance): Promise<void> {
     // so that the refusal is answered as every other error is.
     if (request.headers.host === undefined && request.raw.httpVersion === '1.1') {
       done(new AppError('Host header is required in an HTTP/1.1 request'))
-      return
-    }
-    // A path no route answers is told so at once: its body is never read, and no guard counts it.
-    if (request.is404) {
-      done(new AppError('Route not found', 404))
       return
     }
     done()

@@ -46,10 +46,11 @@ test('an unknown path is answered 404 as it arrives: its body is never read, no 
     // A body that never ends: a request that waited for it would never be answered.
     const body = new PassThrough()
     body.write('[[[[')
-    const answer = await app.inject({ method: 'POST', url: '/nonexistent', headers: { 'content-type': 'application/json' }, payload: body })
+    const answer = await app.inject({ method: 'POST', url: '/nonexistent', headers: { 'content-type': 'application/json', origin: 'https://app.example' }, payload: body })
     assert.equal(answer.statusCode, 404)
     assert.deepEqual(answer.json(), { error: 'Route not found' })
     assert.ok(answer.headers['x-request-id'])
+    assert.equal(answer.headers['access-control-allow-origin'], 'https://app.example', 'a page can read it')
     body.destroy()
   }
   assert.equal((await app.inject('/users')).statusCode, 401, 'the unknown paths spent none of the budget')
