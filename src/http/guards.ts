@@ -12,8 +12,6 @@ import { limitRate } from './rate-limit.js'
 import { type HeaderSchema, type Responses, withHeaders } from './schemas.js'
 import { type Scope, tokenChecks } from './tokens.js'
 
-export type { Scope } from './tokens.js'
-
 interface Guard {
   hook: onRequestHookHandler
   /** What the guard answers, declared where the route declares nothing for that status. */
@@ -33,7 +31,7 @@ declare module 'fastify' {
      * The route with its guards before its own `onRequest` hooks, in the order overload, rate limit,
      * token, scope; each runs as the request arrives, before its body is read.
      */
-    protect: <Route extends { schema: FastifySchema }>(scope: Scope, route: Route, options?: ProtectOptions) => Route & { onRequest: onRequestHookHandler[] }
+    protect: <Route extends { schema: FastifySchema, onRequest?: onRequestHookHandler | onRequestHookHandler[] }>(scope: Scope, route: Route, options?: ProtectOptions) => Route & { onRequest: onRequestHookHandler[] }
   }
 }
 
@@ -51,8 +49,8 @@ async function guards (app: FastifyInstance, config: GuardConfig): Promise<void>
     const responses = Object.assign({}, ...throttles.map((guard) => guard.responses), token?.responses, declared)
     const headers = Object.assign({}, ...throttles.map((guard) => guard.headers))
     const schema = { ...route.schema, response: withHeaders(responses, headers), ...(token !== undefined && { security: token.security }) }
-    const onRequest = [...throttles.map((guard) => guard.hook), ...(token?.hooks ?? []), ...[(route as { onRequest?: unknown }).onRequest ?? []].flat()]
-    return { ...route, schema, onRequest: onRequest as onRequestHookHandler[] }
+    const onRequest = [...throttles.map((guard) => guard.hook), ...(token?.hooks ?? []), ...[route.onRequest ?? []].flat()]
+    return { ...route, schema, onRequest }
   })
 }
 

@@ -130,19 +130,13 @@ export async function tokenChecks (app: FastifyInstance, { mode, scopes, maxLife
 
   const refused = errorResponse('Missing, malformed, expired or wrongly signed bearer token, or one that lives longer than `JWT_MAX_LIFETIME`. ' +
     'Checked before the body is read: such a request is answered 401 whatever its body, never 400, 413 or 415.', { 'WWW-Authenticate': WWW_AUTHENTICATE })
-  const checks = new Map<Scope, TokenCheck>()
-  for (const scope of ['users:read', 'users:write'] as const) {
-    if (mode === 'off' || (mode === 'writes' && scope === 'users:read')) continue
-    checks.set(scope, scopes
-      ? {
-          hooks: [verifyBearerToken, requireScope(scope)],
-          responses: {
-            401: refused,
-            403: errorResponse(`The token is valid but does not grant \`${scope}\` (in \`scope\` or \`scp\`).`, { 'WWW-Authenticate': WWW_AUTHENTICATE })
-          },
-          security: [{ [SECURITY_SCHEME]: [scope] }]
-        }
-      : { hooks: [verifyBearerToken], responses: { 401: refused }, security: [{ [SECURITY_SCHEME]: [] }] })
+  const lacksScope = (scope: Scope) => errorResponse(`The token is valid but does not grant \`${scope}\` (in \`scope\` or \`scp\`).`, { 'WWW-Authenticate': WWW_AUTHENTICATE })
+  return (scope) => {
+    if (mode === 'off' || (mode === 'writes' && scope === 'users:read')) return undefined
+    return {
+      hooks: scopes ? [verifyBearerToken, requireScope(scope)] : [verifyBearerToken],
+      responses: { 401: refused, ...(scopes && { 403: lacksScope(scope) }) },
+      security: [{ [SECURITY_SCHEME]: scopes ? [scope] : [] }]
+    }
   }
-  return (scope) => checks.get(scope)
 }
