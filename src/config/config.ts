@@ -27,6 +27,7 @@ const EnvSchema = Type.Object({
   JWT_ISSUER: Type.Optional(Type.String({ minLength: 1 })),
   JWT_AUDIENCE: Type.Optional(Type.String({ minLength: 1 })),
   JWT_MAX_LIFETIME: Type.String({ pattern: DURATION.source, default: DEFAULT_MAX_LIFETIME }),
+  JWT_TYP: Type.Optional(Type.String({ pattern: '[^,\\s]' })),
   AUTH: Type.Enum(['off', 'writes', 'all'], { default: 'off' }),
   AUTH_SCOPES: Type.Enum(['on', 'off'], { default: 'off' }),
   CORS_ORIGIN: Type.Optional(Type.String({ minLength: 1 })),

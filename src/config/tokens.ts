@@ -1,21 +1,31 @@
 /**
  * How bearer tokens are verified: with the shared secret (HS256, the specification's scheme), or
- * with an identity provider's public keys, from its JWKS or a PEM file; and the claims checked.
+ * with an identity provider's public keys, from its JWKS (named, or found from the issuer by
+ * discovery) or a PEM file; and the claims and token types checked.
  */
 import { randomBytes, createPublicKey } from 'node:crypto'
 import { readFileSync } from 'node:fs'
-import type { Algorithm } from 'fast-jwt'
 import { ConfigError } from './config-error.js'
 import { parseDuration } from './values.js'
 
-/** Signature algorithms of public keys that may be allowed; `none` and HS* never are with them. */
-export const PUBLIC_KEY_ALGORITHMS: Algorithm[] = ['RS256', 'RS384', 'RS512', 'PS256', 'PS384', 'PS512', 'ES256', 'ES384', 'ES512', 'EdDSA']
-const DEFAULT_ALGORITHMS: Algorithm[] = ['RS256', 'ES256', 'EdDSA']
+/**
+ * Signature algorithms of public keys that may be allowed; `none` and HS* never are with them.
+ * `Ed25519` is RFC 9864's name for what `EdDSA` names with an Ed25519 key.
+ */
+export const PUBLIC_KEY_ALGORITHMS = ['RS256', 'RS384', 'RS512', 'PS256', 'PS384', 'PS512', 'ES256', 'ES384', 'ES512', 'EdDSA', 'Ed25519'] as const
+export type PublicKeyAlgorithm = typeof PUBLIC_KEY_ALGORITHMS[number]
+const DEFAULT_ALGORITHMS: PublicKeyAlgorithm[] = ['RS256', 'ES256', 'EdDSA', 'Ed25519']
+
+/** Access tokens' type (RFC 9068 §2.1), compared as RFC 8725 §3.11 says: lower case, `application/` left off. */
+const ACCESS_TOKEN_TYPE = 'at+jwt'
+/** What the shared-secret mode's own tokens (`npm run token`) say they are. */
+const PLAIN_TOKEN_TYPE = 'jwt'
 
 export type TokenKeys =
   | { kind: 'secret', secret: string, generated: boolean }
-  | { kind: 'public-key', publicKey: string, algorithms: Algorithm[] }
-  | { kind: 'jwks', url: string, algorithms: Algorithm[] }
+  | { kind: 'public-key', publicKey: string, algorithms: PublicKeyAlgorithm[] }
+  | { kind: 'jwks', url: string, algorithms: PublicKeyAlgorithm[] }
+  | { kind: 'discovery', issuer: string, algorithms: PublicKeyAlgorithm[] }
 
 export interface TokenConfig {
   keys: TokenKeys
@@ -25,7 +35,12 @@ export interface TokenConfig {
   audience: string[] | undefined
   /** The longest a token may live, from its `iat` or from now, whichever is earlier. */
   maxLifetimeMs: number
+  /** The `typ` header values accepted, normalized by `tokenType`. */
+  types: string[]
 }
+
+/** A `typ` as compared: lower case, without `application/` (RFC 8725 §3.11). */
+export const tokenType = (typ: string): string => typ.trim().toLowerCase().replace(/^application\//, '')
 
 export interface TokenSettings {
   JWT_SECRET?: string | undefined
@@ -35,6 +50,7 @@ export interface TokenSettings {
   JWT_ISSUER?: string | undefined
   JWT_AUDIENCE?: string | undefined
   JWT_MAX_LIFETIME: string
+  JWT_TYP?: string | undefined
   NODE_ENV?: string | undefined
 }
 
@@ -86,9 +102,9 @@ function readPublicKey (path: string): string {
   return pem
 }
 
-const isPublicKeyAlgorithm = (name: string): name is Algorithm => (PUBLIC_KEY_ALGORITHMS as string[]).includes(name)
+const isPublicKeyAlgorithm = (name: string): name is PublicKeyAlgorithm => (PUBLIC_KEY_ALGORITHMS as readonly string[]).includes(name)
 
-function parseAlgorithms (text: string | undefined): Algorithm[] {
+function parseAlgorithms (text: string | undefined): PublicKeyAlgorithm[] {
   if (text === undefined) return DEFAULT_ALGORITHMS
   const named = text.split(',').map((one) => one.trim())
   const algorithms = named.filter(isPublicKeyAlgorithm)
@@ -100,8 +116,13 @@ function parseAlgorithms (text: string | undefined): Algorithm[] {
 }
 
 function tokenKeys (settings: TokenSettings, authOn: boolean): TokenKeys {
-  const { JWT_SECRET: secret, JWT_JWKS_URL: jwksUrl, JWT_PUBLIC_KEY: publicKeyPath } = settings
+  const { JWT_SECRET: secret, JWT_JWKS_URL: jwksUrl, JWT_PUBLIC_KEY: publicKeyPath, JWT_ISSUER: issuer } = settings
   const production = settings.NODE_ENV === 'production'
+  // The issuer alone: its keys are found where its metadata says (OpenID Connect Discovery, RFC 8414).
+  if (secret === undefined && jwksUrl === undefined && publicKeyPath === undefined && issuer !== undefined && (authOn || production)) {
+    if (!/^https?:\/\/[^/]/.test(issuer)) throw new ConfigError(`JWT_ISSUER must be an http(s) URL for its keys to be discovered, or set JWT_JWKS_URL, JWT_PUBLIC_KEY or JWT_SECRET (got ${JSON.stringify(issuer)})`)
+    return { kind: 'discovery', issuer, algorithms: parseAlgorithms(settings.JWT_ALGORITHMS) }
+  }
   if (jwksUrl !== undefined || publicKeyPath !== undefined) {
     if (jwksUrl !== undefined && publicKeyPath !== undefined) throw new ConfigError('set JWT_JWKS_URL or JWT_PUBLIC_KEY, not both')
     if (secret !== undefined) throw new ConfigError('JWT_SECRET is not used when tokens are verified with public keys: unset it, or unset JWT_JWKS_URL and JWT_PUBLIC_KEY')
@@ -112,18 +133,26 @@ function tokenKeys (settings: TokenSettings, authOn: boolean): TokenKeys {
   }
   if (settings.JWT_ALGORITHMS !== undefined) throw new ConfigError('JWT_ALGORITHMS is for public keys (JWT_JWKS_URL or JWT_PUBLIC_KEY); the shared secret signs HS256')
   if (secret === undefined) {
-    if (production) throw new ConfigError('JWT_SECRET (or JWT_JWKS_URL or JWT_PUBLIC_KEY) is required when NODE_ENV=production')
+    if (production) throw new ConfigError('JWT_SECRET (or JWT_ISSUER, JWT_JWKS_URL or JWT_PUBLIC_KEY) is required when NODE_ENV=production')
     // A generated secret is known to no one, so no client could get a token.
-    if (authOn) throw new ConfigError('JWT_SECRET (or JWT_JWKS_URL or JWT_PUBLIC_KEY) is required when AUTH is on')
+    if (authOn) throw new ConfigError('JWT_SECRET (or JWT_ISSUER, JWT_JWKS_URL or JWT_PUBLIC_KEY) is required when AUTH is on')
     return { kind: 'secret', secret: randomBytes(32).toString('base64url'), generated: true }
   }
   if (authOn || production) checkSecretStrength(secret)
   return { kind: 'secret', secret, generated: false }
 }
 
+/** `JWT_TYP`, or access tokens, and with the shared secret also the plain `JWT` its own tokens carry. */
+function acceptedTypes (text: string | undefined, keys: TokenKeys): string[] {
+  if (text !== undefined) return text.split(',').map(tokenType).filter((one) => one !== '')
+  return keys.kind === 'secret' ? [ACCESS_TOKEN_TYPE, PLAIN_TOKEN_TYPE] : [ACCESS_TOKEN_TYPE]
+}
+
 export function parseTokenConfig (settings: TokenSettings, authOn: boolean): TokenConfig {
+  const keys = tokenKeys(settings, authOn)
   return {
-    keys: tokenKeys(settings, authOn),
+    keys,
+    types: acceptedTypes(settings.JWT_TYP, keys),
     issuer: settings.JWT_ISSUER,
     audience: settings.JWT_AUDIENCE?.split(',').map((one) => one.trim()).filter((one) => one !== ''),
     maxLifetimeMs: parseDuration(settings.JWT_MAX_LIFETIME) as number

@@ -51,6 +51,19 @@ export function unauthorized (message: string, withoutCredentials = false): AppE
   return new AppError(message, 401, { 'www-authenticate': challenge })
 }
 
+/** What a token was refused for, as operators read it in the log. */
+export type RefusalReason = 'malformed' | 'algorithm' | 'type' | 'kid' | 'signature' | 'issuer' | 'audience' | 'subject' | 'expiry' | 'not-before' | 'lifetime'
+
+/**
+ * A refused token: the client is told what it can act on, and the log says why, in `detail`, since
+ * a wrong issuer, audience or key is the operator's to fix and the token's holder cannot see it.
+ */
+export class TokenRefusal extends AppError {
+  constructor (readonly reason: RefusalReason, readonly detail: string, message = 'Token is invalid') {
+    super(message, 401, { 'www-authenticate': 'Bearer realm="api", error="invalid_token"' })
+  }
+}
+
 /** Fastify's own client errors whose default wording the contract words differently. */
 const FASTIFY_MESSAGES: Record<string, string> = {
   FST_ERR_CTP_EMPTY_JSON_BODY: 'Body is not valid JSON: it is empty',

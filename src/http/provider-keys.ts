@@ -1,63 +1,157 @@
 /**
- * An identity provider's public keys, by `kid`, from its JWKS: the whole set is kept, fetched again
- * for a `kid` not in it at most once a second (callers at the same time share one fetch) and in the
- * background once it is old; while the provider cannot be reached, a key not kept is a 503
- * (docs/decisions/0022-jwks-set-kept-whole.md).
+ * An identity provider's public keys, from its JWKS, named or found from the issuer's metadata:
+ * the whole set is kept, fetched again for a key not in it at most once a second (callers at the
+ * same time share one fetch) and in the background once it is old; while the provider cannot be
+ * reached, a key not kept is a 503 (docs/decisions/0022-jwks-set-kept-whole.md).
  */
-import { createPublicKey } from 'node:crypto'
+import { createPublicKey, type KeyObject } from 'node:crypto'
 import { setTimeout as sleep } from 'node:timers/promises'
-import type { TokenOrHeader } from '@fastify/jwt'
 import type { FastifyBaseLogger } from 'fastify'
-import { AppError, unauthorized } from './errors.js'
+import type { PublicKeyAlgorithm } from '../config/tokens.js'
+import { AppError, TokenRefusal } from './errors.js'
 
-/** The set is fetched for an unknown `kid` at most this often, so made-up `kid`s cost the provider little. */
+/** The set is fetched for an unknown key at most this often, so made-up `kid`s cost the provider little. */
 const REFETCH_INTERVAL_MS = 1000
-/** How long a fetch of the set may take before the token's request is answered 503. */
+/** How long a fetch of the metadata or the set may take before the token's request is answered 503. */
 const FETCH_TIMEOUT_MS = 3000
 /** A set older than this is fetched again in the background, so that keys the provider drops go. */
 const MAX_AGE_MS = 600_000
 
-interface PublishedKey { pem: string, alg: string | undefined }
+/** Where the keys are: a JWKS URL, or an issuer whose metadata names it. */
+export type KeySource = { jwksUrl: string } | { issuer: string }
 
-const invalidToken = () => unauthorized('Token is invalid')
-const unreachable = () => new AppError('The identity provider cannot be reached to check this token: retry shortly', 503, { 'retry-after': '1' })
+interface PublishedKey { kid: string | undefined, alg: string | undefined, key: KeyObject, pem: string }
 
-/** The signing keys of a JWKS (RFC 7517) that Node can read; others are skipped. */
-function signingKeys (body: unknown): Map<string, PublishedKey> {
-  const listed = (body as { keys?: unknown } | null)?.keys
-  if (!Array.isArray(listed)) throw new Error('the answer is not a JWKS: it has no "keys" list')
-  const keys = new Map<string, PublishedKey>()
-  for (const jwk of listed as Array<Record<string, unknown>>) {
-    if (typeof jwk.kid !== 'string' || (jwk.use !== undefined && jwk.use !== 'sig')) continue
-    try {
-      const pem = createPublicKey({ key: jwk, format: 'jwk' }).export({ type: 'spki', format: 'pem' }) as string
-      keys.set(jwk.kid, { pem, alg: typeof jwk.alg === 'string' ? jwk.alg : undefined })
-    } catch {}
-  }
-  return keys
+/** The curve each ECDSA algorithm signs on (RFC 7518 §3.4), as Node names it. */
+const CURVES: Record<string, string> = { ES256: 'prime256v1', ES384: 'secp384r1', ES512: 'secp521r1' }
+
+/** Whether a token signed with `alg` can have been signed by this key's private half (RFC 7518, RFC 9864). */
+export function algorithmFitsKey (alg: string, key: KeyObject): boolean {
+  const type = key.asymmetricKeyType
+  if (alg.startsWith('RS')) return type === 'rsa'
+  if (alg.startsWith('PS')) return type === 'rsa' || type === 'rsa-pss'
+  if (alg in CURVES) return type === 'ec' && key.asymmetricKeyDetails?.namedCurve === CURVES[alg]
+  if (alg === 'Ed25519') return type === 'ed25519'
+  if (alg === 'EdDSA') return type === 'ed25519' || type === 'ed448'
+  return false
 }
 
-/** The key function @fastify/jwt calls with each token's decoded header. */
-export function providerKeys (url: string, algorithms: readonly string[], log: FastifyBaseLogger) {
-  let keys = new Map<string, PublishedKey>()
+/** The answer for a token whose key the provider could give but did not, or could not be asked for. */
+class ProviderProblem extends Error {}
+
+const unreachable = () => new AppError('The identity provider cannot be reached to check this token: retry shortly', 503, { 'retry-after': '1' })
+const unusable = () => new AppError('The identity provider publishes no key this service can use: retry shortly', 503, { 'retry-after': '1' })
+
+/** The signing keys of a JWKS (RFC 7517) that Node can read; the others are counted, not kept. */
+function signingKeys (body: unknown): { keys: PublishedKey[], skipped: number } {
+  const listed = (body as { keys?: unknown } | null)?.keys
+  if (!Array.isArray(listed)) throw new ProviderProblem('the answer is not a JWKS: it has no "keys" list')
+  const keys: PublishedKey[] = []
+  for (const jwk of listed as Array<Record<string, unknown>>) {
+    if (jwk === null || typeof jwk !== 'object' || (jwk.use !== undefined && jwk.use !== 'sig')) continue
+    try {
+      const key = createPublicKey({ key: jwk, format: 'jwk' })
+      if (key.asymmetricKeyType === undefined) continue
+      keys.push({
+        kid: typeof jwk.kid === 'string' ? jwk.kid : undefined,
+        alg: typeof jwk.alg === 'string' ? jwk.alg : undefined,
+        key,
+        pem: key.export({ type: 'spki', format: 'pem' }) as string
+      })
+    } catch {}
+  }
+  return { keys, skipped: listed.length - keys.length }
+}
+
+async function getJson (url: string): Promise<unknown> {
+  let response: Response
+  try {
+    response = await fetch(url, { signal: AbortSignal.timeout(FETCH_TIMEOUT_MS), headers: { accept: 'application/json' }, redirect: 'follow' })
+  } catch (error) {
+    throw new Error(`${url} cannot be reached: ${(error as Error).message}`)
+  }
+  if (!response.ok) throw new ProviderProblem(`${url} answered HTTP ${response.status}`)
+  try {
+    return await response.json()
+  } catch {
+    throw new ProviderProblem(`${url} did not answer JSON`)
+  }
+}
+
+/**
+ * The JWKS URL in the issuer's metadata: OpenID Connect Discovery's path, then RFC 8414's; the
+ * document must name the same issuer, byte for byte, or its keys could sign for another.
+ */
+async function discoveredJwksUrl (issuer: string): Promise<string> {
+  const { origin, pathname } = new URL(issuer)
+  const path = pathname === '/' ? '' : pathname.replace(/\/$/, '')
+  const places = [`${issuer.replace(/\/$/, '')}/.well-known/openid-configuration`, `${origin}/.well-known/oauth-authorization-server${path}`]
+  const problems: string[] = []
+  for (const place of places) {
+    let metadata: unknown
+    try {
+      metadata = await getJson(place)
+    } catch (error) {
+      if (!(error instanceof ProviderProblem)) throw error
+      problems.push(error.message)
+      continue
+    }
+    const { issuer: named, jwks_uri: jwksUri } = (metadata ?? {}) as { issuer?: unknown, jwks_uri?: unknown }
+    if (named !== issuer) throw new ProviderProblem(`${place} names the issuer ${JSON.stringify(named)}, not JWT_ISSUER ${JSON.stringify(issuer)}`)
+    if (typeof jwksUri !== 'string' || !/^https?:\/\//.test(jwksUri)) throw new ProviderProblem(`${place} names no jwks_uri`)
+    return jwksUri
+  }
+  throw new ProviderProblem(`the issuer publishes no metadata: ${problems.join('; ')}`)
+}
+
+/** The key that verifies a token: the one its `kid` names, or without one the only key that signs its `alg`; else why none does. */
+function chooseKey (keys: PublishedKey[], kid: string | undefined, alg: string): PublishedKey | TokenRefusal {
+  const fits = (key: PublishedKey) => (key.alg === undefined || key.alg === alg) && algorithmFitsKey(alg, key.key)
+  if (kid !== undefined) {
+    const key = keys.find((one) => one.kid === kid)
+    if (key === undefined) return new TokenRefusal('kid', `no key of the identity provider's set has kid ${JSON.stringify(kid)}`)
+    return fits(key) ? key : new TokenRefusal('algorithm', `the key ${JSON.stringify(kid)} does not sign ${alg}`)
+  }
+  const fitting = keys.filter(fits)
+  if (fitting.length === 1) return fitting[0]!
+  return new TokenRefusal('kid', `the token names no kid and ${fitting.length} keys of the set sign ${alg}: it must name one`)
+}
+
+export interface ProviderKeys {
+  /** The key that verifies a token with this header, as @fastify/jwt asks for it. */
+  keyFor: (header: { kid?: unknown, alg: string }) => Promise<string>
+  /** Fetches the set as the service starts, and says what it found. */
+  load: () => Promise<void>
+  /** Why no token can be verified now, if none can: the provider answers, but with nothing usable. */
+  problem: () => string | undefined
+}
+
+export function providerKeys (source: KeySource, algorithms: readonly PublicKeyAlgorithm[], log: FastifyBaseLogger): ProviderKeys {
+  let keys: PublishedKey[] = []
+  let jwksUrl = 'jwksUrl' in source ? source.jwksUrl : undefined
   let fetchedAt = -Infinity
   let fetching: Promise<void> | undefined
-  /** Why the provider could not be reached, while it cannot: logged once as it starts and once as it ends. */
-  let outage: string | undefined
+  /** Why the set could not be fetched or used, while it cannot: logged once as it starts and once as it ends. */
+  let failure: Error | undefined
 
   async function fetchSet (): Promise<void> {
     fetchedAt = performance.now()
     try {
-      const response = await fetch(url, { signal: AbortSignal.timeout(FETCH_TIMEOUT_MS), headers: { accept: 'application/json' } })
-      if (!response.ok) throw new Error(`it answered HTTP ${response.status}`)
-      keys = signingKeys(await response.json())
-      if (outage !== undefined) log.info({ jwksUrl: url }, 'the identity provider\'s keys can be fetched again')
-      outage = undefined
+      jwksUrl ??= await discoveredJwksUrl((source as { issuer: string }).issuer)
+      const listed = signingKeys(await getJson(jwksUrl))
+      const usable = listed.keys.filter((key) => algorithms.some((alg) => algorithmFitsKey(alg, key.key)))
+      if (usable.length === 0) throw new ProviderProblem(`${jwksUrl} holds no key for ${algorithms.join(', ')} (${listed.skipped} keys not readable or not for signing)`)
+      const known = new Set(keys.map(({ pem }) => pem))
+      const found = { ...source, jwksUrl, keys: usable.map(({ kid, alg, key }) => ({ kid, alg, type: key.asymmetricKeyType })), skipped: listed.skipped }
+      if (failure !== undefined) log.info(found, 'the identity provider\'s keys can be fetched again')
+      else if (usable.some(({ pem }) => !known.has(pem))) log.info(found, 'the identity provider\'s signing keys are fetched')
+      keys = usable
+      failure = undefined
     } catch (error) {
-      if (outage === undefined) {
-        outage = (error as Error).message
-        log.error({ jwksUrl: url, reason: outage }, 'the identity provider\'s keys cannot be fetched: tokens whose key is not kept are answered 503')
+      if (failure === undefined || failure.message !== (error as Error).message) {
+        log.error({ ...source, jwksUrl, reason: (error as Error).message }, 'the identity provider\'s keys cannot be fetched: tokens whose key is not kept are answered 503')
       }
+      failure = error as Error
       throw error
     }
   }
@@ -71,20 +165,23 @@ export function providerKeys (url: string, algorithms: readonly string[], log: F
     await fetching
   }
 
-  return async (_request: unknown, token: TokenOrHeader): Promise<string> => {
-    const { kid, alg } = 'header' in token ? token.header : token
-    // An algorithm not allowed (none, HS256 against a public key) never sends for keys.
-    if (typeof kid !== 'string' || typeof alg !== 'string' || !algorithms.includes(alg)) throw invalidToken()
-    if (keys.has(kid) && performance.now() - fetchedAt > MAX_AGE_MS) refresh().catch(() => {})
-    if (!keys.has(kid)) {
-      try {
-        await refresh()
-      } catch {
-        throw unreachable()
+  return {
+    async keyFor ({ kid, alg }) {
+      if (kid !== undefined && typeof kid !== 'string') throw new TokenRefusal('kid', 'the token\'s kid is not a string')
+      if (performance.now() - fetchedAt > MAX_AGE_MS && keys.length > 0) refresh().catch(() => {})
+      let found = chooseKey(keys, kid, alg)
+      if (found instanceof TokenRefusal) {
+        try {
+          await refresh()
+        } catch (error) {
+          throw error instanceof ProviderProblem ? unusable() : unreachable()
+        }
+        found = chooseKey(keys, kid, alg)
       }
-    }
-    const key = keys.get(kid)
-    if (key === undefined || (key.alg !== undefined && key.alg !== alg)) throw invalidToken()
-    return key.pem
+      if (found instanceof TokenRefusal) throw found
+      return found.pem
+    },
+    load: async () => { await fetchSet().catch(() => {}) },
+    problem: () => keys.length === 0 && failure instanceof ProviderProblem ? failure.message : undefined
   }
 }

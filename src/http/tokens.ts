@@ -3,12 +3,14 @@
  * or an identity provider's JWKS, provider-keys.ts), and the guard that checks a route's token and,
  * with `AUTH_SCOPES`, its scope. guards.ts decides which routes ask for one.
  */
-import jwt from '@fastify/jwt'
+import { createPublicKey } from 'node:crypto'
+import jwt, { type TokenOrHeader } from '@fastify/jwt'
+import type { Algorithm } from 'fast-jwt'
 import type { FastifyInstance, FastifyRequest, onRequestHookHandler } from 'fastify'
 import type { AuthMode } from '../config/config.js'
-import type { TokenConfig } from '../config/tokens.js'
-import { AppError, unauthorized } from './errors.js'
-import { providerKeys } from './provider-keys.js'
+import { tokenType, type TokenConfig } from '../config/tokens.js'
+import { AppError, TokenRefusal, unauthorized, type RefusalReason } from './errors.js'
+import { algorithmFitsKey, providerKeys, type ProviderKeys } from './provider-keys.js'
 import { errorResponse, type HeaderSchema, type Responses } from './schemas.js'
 
 declare module '@fastify/jwt' {
@@ -16,6 +18,13 @@ declare module '@fastify/jwt' {
     payload: { sub: string }
     /** The verified token's claims; `request.user.sub` names the caller. */
     user: { sub: string, exp: number, iat?: number, scope?: unknown, scp?: unknown, azp?: unknown, client_id?: unknown }
+  }
+}
+
+declare module 'fastify' {
+  interface FastifyInstance {
+    /** Why no token can be verified now, when the identity provider answers with no usable key; `/ready` says it. */
+    tokenKeysProblem: () => string | undefined
   }
 }
 
@@ -30,29 +39,89 @@ const BEARER = /^Bearer +([A-Za-z0-9._~+/-]+=*) *$/i
 /** The token of an `Authorization: Bearer` header; undefined when the header is not one. */
 export const bearerToken = (header: string | undefined): string | undefined => header === undefined ? undefined : BEARER.exec(header)?.[1]
 
-/** @fastify/jwt over the configured keys; it checks the signature, the algorithm, `sub`, `exp`, and `iss` and `aud` when configured. */
-async function verifyTokensWith (app: FastifyInstance, config: TokenConfig): Promise<void> {
-  const { keys } = config
+interface TokenHeader { alg: string, typ?: unknown, kid?: unknown }
+
+/** The JOSE header of a compact JWS (RFC 7515 §7.1), read before any key is looked for. */
+function tokenHeader (token: string): TokenHeader {
+  let header: unknown
+  try {
+    header = JSON.parse(Buffer.from(token.slice(0, token.indexOf('.')), 'base64url').toString())
+  } catch {}
+  if (header === null || typeof header !== 'object' || typeof (header as TokenHeader).alg !== 'string') {
+    throw new TokenRefusal('malformed', 'the token has no JSON header naming its alg')
+  }
+  return header as TokenHeader
+}
+
+/** The claim a fast-jwt message names, as the reason a refusal is logged with. */
+const CLAIM_REASONS: Record<string, RefusalReason> = { iss: 'issuer', aud: 'audience', sub: 'subject', exp: 'expiry', nbf: 'not-before' }
+
+/** @fastify/jwt's or fast-jwt's refusal, as the client is told it and the log says it. */
+function refusalOf (error: { code?: string, message: string }): TokenRefusal {
+  if (error.code === 'FST_JWT_AUTHORIZATION_TOKEN_EXPIRED') return new TokenRefusal('expiry', 'the token has expired', 'Token has expired')
+  if (error.code === 'FAST_JWT_INACTIVE') return new TokenRefusal('not-before', 'the token\'s nbf is in the future', 'Token is not valid yet (its nbf is in the future)')
+  const claim = /\b(iss|aud|sub|exp|nbf) claim/.exec(error.message)?.[1]
+  if (claim !== undefined) return new TokenRefusal(CLAIM_REASONS[claim]!, error.message)
+  if (/signature/i.test(error.message)) return new TokenRefusal('signature', error.message)
+  if (/algorithm|public key/i.test(error.message)) return new TokenRefusal('algorithm', error.message)
+  return new TokenRefusal('malformed', error.message)
+}
+
+interface Verification {
+  /** The token's header, checked before its signature: its algorithm and type. */
+  checkHeader: (header: TokenHeader) => void
+  provider: ProviderKeys | undefined
+}
+
+/**
+ * @fastify/jwt over the configured keys; it checks the signature, `sub`, `exp`, and `iss` and `aud`
+ * when configured, which the token must then carry.
+ */
+async function verifyTokensWith (app: FastifyInstance, config: TokenConfig): Promise<Verification> {
+  const { keys, types } = config
   if (keys.kind === 'secret' && keys.generated) {
     // Only with AUTH=off, where nothing checks a token: info, not a warning.
     app.log.info('JWT_SECRET is not set: this process uses a random secret of its own (AUTH is off, so no route asks for a token; set JWT_SECRET before turning it on)')
   }
+  const algorithms: string[] = keys.kind === 'secret' ? ['HS256'] : keys.algorithms
+  const provider = keys.kind === 'jwks' || keys.kind === 'discovery'
+    ? providerKeys(keys.kind === 'jwks' ? { jwksUrl: keys.url } : { issuer: keys.issuer }, keys.algorithms, app.log)
+    : undefined
+  const publicKey = keys.kind === 'public-key' ? createPublicKey(keys.publicKey) : undefined
   const secret = keys.kind === 'secret'
     ? keys.secret
-    : keys.kind === 'public-key' ? { public: keys.publicKey } : providerKeys(keys.url, keys.algorithms, app.log)
+    : keys.kind === 'public-key'
+      ? { public: keys.publicKey }
+      : async (_request: unknown, token: TokenOrHeader) => await provider!.keyFor('header' in token ? token.header : token)
   await app.register(jwt, {
     secret,
     // The key function reads the token's header: its `kid` and `alg`.
     decode: { complete: true },
+    // fast-jwt's own words say which check failed; refusalOf turns them into a reason.
+    messages: { authorizationTokenInvalid: (error) => error.message },
     verify: {
-      algorithms: keys.kind === 'secret' ? ['HS256'] : keys.algorithms,
-      requiredClaims: ['sub', 'exp'],
+      // fast-jwt knows an Ed25519 key as EdDSA's and verifies any `Ed…` name with it; checkHeader holds the exact list.
+      algorithms: (algorithms.includes('Ed25519') ? [...algorithms, 'EdDSA'] : algorithms) as Algorithm[],
+      requiredClaims: ['sub', 'exp', ...(config.issuer === undefined ? [] : ['iss']), ...(config.audience === undefined ? [] : ['aud'])],
       clockTolerance: CLOCK_SKEW_MS,
       ...(config.issuer !== undefined && { allowedIss: config.issuer }),
       ...(config.audience !== undefined && { allowedAud: config.audience }),
       extractToken: (request: FastifyRequest) => bearerToken(request.headers.authorization)
     }
   })
+  app.decorate('tokenKeysProblem', () => provider?.problem())
+
+  return {
+    provider,
+    checkHeader ({ alg, typ }) {
+      if (!algorithms.includes(alg)) throw new TokenRefusal('algorithm', `alg ${JSON.stringify(alg)} is not one of ${algorithms.join(', ')}`)
+      if (publicKey !== undefined && !algorithmFitsKey(alg, publicKey)) throw new TokenRefusal('algorithm', `JWT_PUBLIC_KEY does not sign ${alg}`)
+      if (typeof typ !== 'string' || !types.includes(tokenType(typ))) {
+        throw new TokenRefusal('type', `typ ${JSON.stringify(typ)} is not one of ${types.join(', ')} (JWT_TYP)`,
+          'Token is not an access token: its typ header is not one this service accepts')
+      }
+    }
+  }
 }
 
 export const SECURITY_SCHEME = 'bearerAuth'
@@ -64,12 +133,6 @@ const WWW_AUTHENTICATE: HeaderSchema = {
   type: 'string',
   description: 'The bearer challenge (RFC 6750 §3): `Bearer realm="api"`, with `error="invalid_token"` for a token that was refused, ' +
     'or `error="insufficient_scope", scope="…"` for one without the scope the route asks for.'
-}
-
-/** What a refused token is told, by @fastify/jwt's or fast-jwt's code, where more than "invalid" can be said. */
-const REFUSALS: Record<string, string> = {
-  FST_JWT_AUTHORIZATION_TOKEN_EXPIRED: 'Token has expired',
-  FAST_JWT_INACTIVE: 'Token is not valid yet (its nbf is in the future)'
 }
 
 /** The scopes a token grants: `scope`, space-separated (RFC 8693), and `scp`, a list or a string. */
@@ -96,30 +159,44 @@ export interface TokenCheck {
  * (undefined where it needs none): the token, then with `AUTH_SCOPES=on` the scope.
  */
 export async function tokenChecks (app: FastifyInstance, { mode, scopes, maxLifetimeMs, verification }: TokenRules): Promise<(scope: Scope) => TokenCheck | undefined> {
-  await verifyTokensWith(app, verification)
+  const { checkHeader, provider } = await verifyTokensWith(app, verification)
+  // The provider's keys are fetched as the service starts, so that a wrong URL is said at once.
+  if (mode !== 'off' && provider !== undefined) await provider.load()
 
-  async function verifyBearerToken (request: FastifyRequest): Promise<void> {
-    const header = request.headers.authorization
-    if (header === undefined) throw unauthorized('Missing bearer token: send Authorization: Bearer <token>', true)
-    if (bearerToken(header) === undefined) throw unauthorized('Authorization header must be "Bearer <token>"')
-
+  async function verifiedClaims (request: FastifyRequest, token: string): Promise<FastifyRequest['user']> {
+    checkHeader(tokenHeader(token))
     let claims: FastifyRequest['user']
     try {
       claims = await request.jwtVerify()
     } catch (error) {
-      // The identity provider's answers (provider-keys.ts): a key it does not have, or no answer at all.
+      // The identity provider's answers (provider-keys.ts) are already refusals or a 503.
       if (error instanceof AppError) throw error
-      throw unauthorized(REFUSALS[(error as { code?: string }).code ?? ''] ?? 'Token is invalid')
+      throw refusalOf(error as { code?: string, message: string })
     }
     if (typeof claims.sub !== 'string' || claims.sub === '' || !Number.isFinite(claims.exp)) {
-      throw unauthorized('Token must name its subject (sub) and a finite expiry (exp)')
+      throw new TokenRefusal('subject', 'sub must be a non-empty string and exp a finite number', 'Token must name its subject (sub) and a finite expiry (exp)')
     }
     // Counted from the earlier of `iat` and now, so that no `iat` makes a longer token pass.
     const issuedAt = Math.min(typeof claims.iat === 'number' ? claims.iat * 1000 : Infinity, Date.now())
     if (claims.exp * 1000 - issuedAt > maxLifetimeMs) {
-      throw unauthorized('Token lives longer than this service accepts (JWT_MAX_LIFETIME): ask for one that expires sooner')
+      throw new TokenRefusal('lifetime', `the token lives ${Math.round((claims.exp * 1000 - issuedAt) / 1000)} s`,
+        'Token lives longer than this service accepts (JWT_MAX_LIFETIME): ask for one that expires sooner')
     }
-    request.user = claims
+    return claims
+  }
+
+  async function verifyBearerToken (request: FastifyRequest): Promise<void> {
+    const header = request.headers.authorization
+    if (header === undefined) throw unauthorized('Missing bearer token: send Authorization: Bearer <token>', true)
+    const token = bearerToken(header)
+    if (token === undefined) throw unauthorized('Authorization header must be "Bearer <token>"')
+    try {
+      request.user = await verifiedClaims(request, token)
+    } catch (error) {
+      // Why, for the operator; never the token itself.
+      if (error instanceof TokenRefusal) request.log.info({ tokenRefused: error.reason, detail: error.detail }, 'bearer token refused')
+      throw error
+    }
   }
 
   const requireScope = (scope: Scope) => async (request: FastifyRequest): Promise<void> => {

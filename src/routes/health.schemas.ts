@@ -22,6 +22,7 @@ export const ReadySchema = {
   tags: ['operations'],
   response: {
     200: refTo(Status, { description: 'The database can do its work.' }),
-    503: errorResponse('The database cannot do its work now, or the service is shutting down (`Shutting down`, from SIGTERM on).')
+    503: errorResponse('The database cannot do its work now, the service is shutting down (`Shutting down`, from SIGTERM on), ' +
+      'or the identity provider answers with no key that can verify a token (`No token can be verified: …`, with what it answered).')
   }
 }

@@ -8,6 +8,8 @@ const health: FastifyPluginAsyncTypebox = async (app) => {
 
   app.get('/ready', { schema: ReadySchema }, async () => {
     if (app.draining) throw new AppError('Shutting down', 503)
+    const keysProblem = app.tokenKeysProblem()
+    if (keysProblem !== undefined) throw new AppError(`No token can be verified: ${keysProblem}`, 503)
     try {
       await app.checkDatabase()
     } catch {

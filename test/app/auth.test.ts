@@ -145,6 +145,26 @@ test('bad credentials are refused with 401, WWW-Authenticate and a JSON error, n
   assert.equal(missing.headers['www-authenticate'], 'Bearer realm="api"', 'no error code when no credentials were sent')
 })
 
+test('with JWT_ISSUER and JWT_AUDIENCE set, a shared-secret token must carry both claims, and match them', async (t) => {
+  const app = await appWith(t, 'writes', { JWT_ISSUER: 'https://issuer.example', JWT_AUDIENCE: 'users-api' })
+  const create = async (claims: Record<string, unknown>) => (await app.inject({ method: 'POST', url: '/users', payload: ada, headers: bearer(token(claims)) })).statusCode
+  assert.equal(await create({ sub: 'alice', iss: 'https://issuer.example', aud: 'users-api' }), 201)
+  assert.equal(await create({ sub: 'alice', aud: 'users-api' }), 401, 'no iss')
+  assert.equal(await create({ sub: 'alice', iss: 'https://issuer.example' }), 401, 'no aud')
+  assert.equal(await create({ sub: 'alice', iss: 'https://issuer.example/', aud: 'users-api' }), 401, 'another iss')
+})
+
+test('the shared secret takes its own tokens (typ JWT) and access tokens (at+jwt), no other type', async (t) => {
+  const app = await appWith(t, 'writes')
+  const typed = (typ: string | undefined) => createSigner({ key: secret, algorithm: 'HS256', expiresIn: 60_000, header: { alg: 'HS256', typ } })({ sub: 'alice' })
+  const create = async (value: string) => await app.inject({ method: 'POST', url: '/users', payload: ada, headers: bearer(value) })
+  for (const typ of ['JWT', 'jwt', 'at+jwt', 'application/at+jwt']) assert.equal((await create(typed(typ))).statusCode, 201, typ)
+  for (const typ of ['logout+jwt', 'id_token+jwt', undefined]) {
+    const refused = await create(typed(typ))
+    assertUnauthorized(refused, /^Token is not an access token/)
+  }
+})
+
 test('a token minted on a machine whose clock is up to a minute off is taken; further off, refused', async (t) => {
   const app = await appWith(t, 'writes')
   const now = Math.floor(Date.now() / 1000)

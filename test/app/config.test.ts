@@ -43,7 +43,7 @@ test('values are read from the environment and converted', () => {
 
 test('AUTH=writes or all needs JWT_SECRET, for with a generated one no client could get a token', () => {
   for (const mode of ['writes', 'all']) {
-    assert.throws(() => loadConfig({ AUTH: mode }), /^ConfigError: JWT_SECRET \(or JWT_JWKS_URL or JWT_PUBLIC_KEY\) is required when AUTH is on$/)
+    assert.throws(() => loadConfig({ AUTH: mode }), /^ConfigError: JWT_SECRET \(or JWT_ISSUER, JWT_JWKS_URL or JWT_PUBLIC_KEY\) is required when AUTH is on$/)
     assert.equal(loadConfig({ AUTH: mode, JWT_SECRET: STRONG }).auth, mode)
   }
 })
@@ -124,7 +124,7 @@ test('a database URL, a Redis URL or a secret is never echoed back in a refusal,
 })
 
 test('production requires JWT_SECRET or public keys; elsewhere a random per-process secret is generated', () => {
-  assert.throws(() => loadConfig({ NODE_ENV: 'production' }), /^ConfigError: JWT_SECRET \(or JWT_JWKS_URL or JWT_PUBLIC_KEY\) is required when NODE_ENV=production$/)
+  assert.throws(() => loadConfig({ NODE_ENV: 'production' }), /^ConfigError: JWT_SECRET \(or JWT_ISSUER, JWT_JWKS_URL or JWT_PUBLIC_KEY\) is required when NODE_ENV=production$/)
   assert.deepEqual(loadConfig({ NODE_ENV: 'production', JWT_SECRET: STRONG }).jwt.keys, { kind: 'secret', secret: STRONG, generated: false })
   assert.equal(loadConfig({ NODE_ENV: 'production', JWT_JWKS_URL: 'https://idp.example/jwks' }).jwt.keys.kind, 'jwks')
 
@@ -136,14 +136,21 @@ test('production requires JWT_SECRET or public keys; elsewhere a random per-proc
   assert.notEqual(first.secret, second.secret)
 })
 
-test('public keys: a JWKS URL or a PEM file, with algorithms of public keys only, and never beside JWT_SECRET', (t) => {
+test('public keys: an issuer to discover, a JWKS URL or a PEM file, with algorithms of public keys only, and never beside JWT_SECRET', (t) => {
   const jwks = loadConfig({ AUTH: 'writes', JWT_JWKS_URL: 'https://idp.example/realms/x/certs', JWT_ISSUER: 'https://idp.example', JWT_AUDIENCE: 'users-api, admin' }).jwt
   assert.deepEqual(jwks, {
-    keys: { kind: 'jwks', url: 'https://idp.example/realms/x/certs', algorithms: ['RS256', 'ES256', 'EdDSA'] },
+    keys: { kind: 'jwks', url: 'https://idp.example/realms/x/certs', algorithms: ['RS256', 'ES256', 'EdDSA', 'Ed25519'] },
+    types: ['at+jwt'],
     issuer: 'https://idp.example',
     audience: ['users-api', 'admin'],
     maxLifetimeMs: 86_400_000
   })
+  assert.deepEqual(loadConfig({ AUTH: 'writes', JWT_ISSUER: 'https://idp.example/', JWT_ALGORITHMS: 'Ed25519' }).jwt.keys,
+    { kind: 'discovery', issuer: 'https://idp.example/', algorithms: ['Ed25519'] }, 'the issuer alone is discovered')
+  assert.deepEqual(loadConfig({ NODE_ENV: 'production', JWT_ISSUER: 'https://idp.example' }).jwt.keys.kind, 'discovery')
+  assert.deepEqual(loadConfig({ JWT_ISSUER: 'https://idp.example' }).jwt.keys.kind, 'secret', 'with AUTH off outside production nothing is fetched')
+  assert.deepEqual(loadConfig({ AUTH: 'writes', JWT_SECRET: STRONG }).jwt.types, ['at+jwt', 'jwt'])
+  assert.deepEqual(loadConfig({ AUTH: 'writes', JWT_SECRET: STRONG, JWT_TYP: 'JWT, application/AT+JWT' }).jwt.types, ['jwt', 'at+jwt'])
   assert.equal(loadConfig({ JWT_MAX_LIFETIME: '15m' }).jwt.maxLifetimeMs, 900_000)
   const folder = temporaryFolder(t)
   const pem = join(folder, 'key.pem')
@@ -162,7 +169,8 @@ test('public keys: a JWKS URL or a PEM file, with algorithms of public keys only
     [{ JWT_PUBLIC_KEY: join(folder, 'missing.pem') }, /^JWT_PUBLIC_KEY cannot be read: ENOENT/],
     [{ JWT_PUBLIC_KEY: secretPem }, /^JWT_PUBLIC_KEY must be a PEM file holding a public key/],
     [{ JWT_MAX_LIFETIME: 'forever' }, /^JWT_MAX_LIFETIME must be a duration/],
-    [{ AUTH_SCOPES: 'on' }, /^AUTH_SCOPES=on needs AUTH=writes or AUTH=all/]
+    [{ AUTH_SCOPES: 'on' }, /^AUTH_SCOPES=on needs AUTH=writes or AUTH=all/],
+    [{ AUTH: 'writes', JWT_ISSUER: 'acme' }, /^JWT_ISSUER must be an http\(s\) URL for its keys to be discovered/]
   ]
   for (const [environment, message] of refusals) {
     assert.throws(() => loadConfig(environment), (error: Error) => error instanceof ConfigError && message.test(error.message), JSON.stringify(environment))

@@ -3,7 +3,7 @@
  * node:crypto, as Keycloak or Auth0 would, and tokens signed with their private keys.
  */
 import assert from 'node:assert/strict'
-import { generateKeyPairSync, randomUUID, type KeyObject } from 'node:crypto'
+import { generateKeyPairSync, randomUUID, sign as signBytes, type KeyObject } from 'node:crypto'
 import { once } from 'node:events'
 import { writeFileSync } from 'node:fs'
 import http from 'node:http'
@@ -19,7 +19,7 @@ const ISSUER = 'https://idp.example/realms/test'
 const AUDIENCE = 'users-api'
 const ada = { name: 'Ada', email: 'ada@example.com' }
 
-interface SigningKey { kid: string, alg: Algorithm, privateKey: KeyObject, publicKey: KeyObject }
+interface SigningKey { kid: string | undefined, alg: Algorithm, privateKey: KeyObject, publicKey: KeyObject }
 
 function signingKey (alg: Algorithm): SigningKey {
   const pair = alg === 'RS256'
@@ -28,30 +28,67 @@ function signingKey (alg: Algorithm): SigningKey {
   return { kid: randomUUID(), alg, ...pair }
 }
 
-/** A JWKS endpoint: the keys it publishes can change, it counts its requests, and it can stop answering. */
+/**
+ * An identity provider: its metadata at the two well-known paths, and its JWKS. The keys it
+ * publishes can change, it counts its requests, it can stop answering, and its answers can be set.
+ */
 async function identityProvider (t: TestContext, published: SigningKey[]) {
-  const state = { keys: published, hits: 0, hang: false }
+  const state = {
+    keys: published,
+    hits: 0,
+    hang: false,
+    jwksStatus: 200,
+    metadata: undefined as Record<string, unknown> | undefined,
+    /** Where the metadata is published: OpenID Connect's path, RFC 8414's, or neither. */
+    metadataAt: 'openid' as 'openid' | 'oauth' | 'none'
+  }
   const server = http.createServer((request, response) => {
     state.hits++
     if (state.hang) return
-    const keys = state.keys.map(({ kid, alg, publicKey }) => ({ ...publicKey.export({ format: 'jwk' }), kid, alg, use: 'sig' }))
-    response.setHeader('content-type', 'application/json').end(JSON.stringify({ keys }))
+    const path = request.url ?? ''
+    const metadataPath = state.metadataAt === 'openid' ? '/realms/test/.well-known/openid-configuration' : '/.well-known/oauth-authorization-server/realms/test'
+    if (path === metadataPath && state.metadataAt !== 'none') {
+      const metadata = state.metadata ?? { issuer: provider.issuer, jwks_uri: provider.url }
+      response.setHeader('content-type', 'application/json').end(JSON.stringify(metadata))
+    } else if (path === '/realms/test/protocol/openid-connect/certs') {
+      const keys = state.keys.map(({ kid, alg, publicKey }) => ({ ...publicKey.export({ format: 'jwk' }), kid, alg, use: 'sig' }))
+      response.statusCode = state.jwksStatus
+      response.setHeader('content-type', 'application/json').end(JSON.stringify({ keys }))
+    } else {
+      response.statusCode = 404
+      response.end()
+    }
   })
   server.listen(0, '127.0.0.1')
   await once(server, 'listening')
   const { port } = server.address() as AddressInfo
   t.after(() => { server.closeAllConnections(); server.close() })
-  return {
+  const provider = {
     state,
+    issuer: `http://127.0.0.1:${port}/realms/test`,
     url: `http://127.0.0.1:${port}/realms/test/protocol/openid-connect/certs`,
     async stop () { server.closeAllConnections(); server.close(); await once(server, 'close') },
     async start () { server.listen(port, '127.0.0.1'); await once(server, 'listening') }
   }
+  return provider
 }
 
-function sign (key: SigningKey, claims: Record<string, unknown> = {}, options: { kid?: string, expiresIn?: number } = {}): string {
-  const signer = createSigner({ key: key.privateKey.export({ format: 'pem', type: 'pkcs8' }) as string, algorithm: key.alg, kid: options.kid ?? key.kid, expiresIn: options.expiresIn ?? 300_000 })
+interface SignOptions { kid?: string | null, expiresIn?: number, typ?: string }
+
+/** An access token (RFC 9068: `typ: at+jwt`) signed with the key; `kid: null` leaves its `kid` out. */
+function sign (key: SigningKey, claims: Record<string, unknown> = {}, options: SignOptions = {}): string {
+  const kid = options.kid === null ? undefined : options.kid ?? key.kid
+  const signer = createSigner({ key: key.privateKey.export({ format: 'pem', type: 'pkcs8' }) as string, algorithm: key.alg, kid, header: { alg: key.alg, typ: options.typ ?? 'at+jwt' }, expiresIn: options.expiresIn ?? 300_000 })
   return signer({ sub: 'alice', iss: ISSUER, aud: AUDIENCE, ...claims })
+}
+
+const base64url = (value: object) => Buffer.from(JSON.stringify(value)).toString('base64url')
+
+/** A token with any header, signed as Ed25519 signs (RFC 8037), for algorithm names fast-jwt's signer does not know. */
+function signEd25519 (key: SigningKey, header: Record<string, unknown>, claims: Record<string, unknown> = {}): string {
+  const now = Math.floor(Date.now() / 1000)
+  const input = `${base64url({ typ: 'at+jwt', kid: key.kid, ...header })}.${base64url({ sub: 'alice', iss: ISSUER, aud: AUDIENCE, iat: now, exp: now + 300, ...claims })}`
+  return `${input}.${signBytes(null, Buffer.from(input), key.privateKey).toString('base64url')}`
 }
 
 const create = (app: FastifyInstance, token: string) =>
@@ -74,22 +111,22 @@ describe('tokens verified with an identity provider\'s JWKS (JWT_JWKS_URL)', () 
     assert.equal(provider.state.hits, 1, 'the set is fetched once and kept')
   })
 
-  test('wrong iss, wrong aud, expired, alg none and HS256 signed with the public key are refused; aud may be a list', async (t) => {
+  test('wrong or missing iss, wrong or missing aud, expired, alg none and HS256 signed with the public key are refused; aud may be a list', async (t) => {
     const key = signingKey('RS256')
     const provider = await identityProvider(t, [key])
     const app = await appOf(t, provider.url)
     assert.equal((await create(app, sign(key, { aud: ['another-api', AUDIENCE] }))).statusCode, 201)
     const now = Math.floor(Date.now() / 1000)
-    const header = (value: object) => Buffer.from(JSON.stringify(value)).toString('base64url')
     const publicPem = key.publicKey.export({ format: 'pem', type: 'spki' }) as string
     const refused: Array<[string, string]> = [
       ['wrong iss', sign(key, { iss: 'https://evil.example' })],
       ['wrong aud', sign(key, { aud: 'another-api' })],
       ['aud list without ours', sign(key, { aud: ['a', 'b'] })],
       ['expired', sign(key, { exp: now - 120, iat: now - 200 }, { expiresIn: 0 })],
-      ['alg none', `${header({ alg: 'none', kid: key.kid })}.${header({ sub: 'alice', iss: ISSUER, aud: AUDIENCE, exp: now + 60 })}.`],
-      ['HS256 keyed with the public key', createSigner({ key: publicPem, algorithm: 'HS256', kid: key.kid })({ sub: 'alice', iss: ISSUER, aud: AUDIENCE })],
-      ['no kid', createSigner({ key: key.privateKey.export({ format: 'pem', type: 'pkcs8' }) as string, algorithm: 'RS256' })({ sub: 'alice', iss: ISSUER, aud: AUDIENCE })]
+      ['alg none', `${base64url({ alg: 'none', kid: key.kid, header: { typ: 'at+jwt' } })}.${base64url({ sub: 'alice', iss: ISSUER, aud: AUDIENCE, exp: now + 60 })}.`],
+      ['HS256 keyed with the public key', createSigner({ key: publicPem, algorithm: 'HS256', kid: key.kid, header: { alg: 'HS256', typ: 'at+jwt' } })({ sub: 'alice', iss: ISSUER, aud: AUDIENCE })],
+      ['no iss', sign(key, { iss: undefined })],
+      ['no aud', sign(key, { aud: undefined })]
     ]
     for (const [name, token] of refused) {
       const answer = await create(app, token)
@@ -181,13 +218,141 @@ describe('tokens verified with an identity provider\'s JWKS (JWT_JWKS_URL)', () 
   })
 })
 
-test('JWT_PUBLIC_KEY: tokens signed with its private key are taken; HS256 keyed with the public key is refused', async (t) => {
+test('JWT_PUBLIC_KEY: tokens signed with its private key are taken; HS256 keyed with the public key, or no iss or aud, is refused', async (t) => {
   const key = signingKey('RS256')
   const file = join(temporaryFolder(t), 'provider.pem')
   const publicPem = key.publicKey.export({ format: 'pem', type: 'spki' }) as string
   writeFileSync(file, publicPem)
-  const app = await testApp(t, { AUTH: 'writes', JWT_PUBLIC_KEY: file, JWT_ALGORITHMS: 'RS256' })
+  const app = await testApp(t, { AUTH: 'writes', JWT_PUBLIC_KEY: file, JWT_ALGORITHMS: 'RS256', JWT_ISSUER: ISSUER, JWT_AUDIENCE: AUDIENCE })
   assert.equal((await create(app, sign(key))).statusCode, 201)
-  assert.equal((await create(app, createSigner({ key: publicPem, algorithm: 'HS256' })({ sub: 'alice' }))).statusCode, 401)
+  assert.equal((await create(app, sign(key, { iss: undefined }))).statusCode, 401, 'no iss')
+  assert.equal((await create(app, sign(key, { aud: undefined }))).statusCode, 401, 'no aud')
+  assert.equal((await create(app, createSigner({ key: publicPem, algorithm: 'HS256', header: { alg: 'HS256', typ: 'at+jwt' } })({ sub: 'alice' }))).statusCode, 401)
   assert.equal((await create(app, sign(signingKey('RS256')))).statusCode, 401, 'another key')
+})
+
+describe('an identity provider found from JWT_ISSUER alone (discovery)', () => {
+  const ready = async (app: FastifyInstance) => await app.inject('/ready')
+
+  test('the keys are found through /.well-known/openid-configuration, said at start-up, and verify tokens', async (t) => {
+    const key = signingKey('ES256')
+    const provider = await identityProvider(t, [key])
+    const logs = captureLogs()
+    const app = await testApp(t, { AUTH: 'writes', JWT_ISSUER: provider.issuer, LOG_LEVEL: 'info' }, logs.stream)
+    const found = logs.lines.find((line) => line.msg === 'the identity provider\'s signing keys are fetched')
+    assert.equal(found?.jwksUrl, provider.url)
+    assert.deepEqual(found?.keys, [{ kid: key.kid, alg: 'ES256', type: 'ec' }])
+    assert.equal((await create(app, sign(key, { iss: provider.issuer }))).statusCode, 201)
+    assert.equal((await ready(app)).statusCode, 200)
+  })
+
+  test('RFC 8414\'s metadata path is used when OpenID Connect\'s has none', async (t) => {
+    const key = signingKey('RS256')
+    const provider = await identityProvider(t, [key])
+    provider.state.metadataAt = 'oauth'
+    const app = await testApp(t, { AUTH: 'writes', JWT_ISSUER: provider.issuer })
+    assert.equal((await create(app, sign(key, { iss: provider.issuer }))).statusCode, 201)
+  })
+
+  test('metadata naming another issuer, a JWKS that answers 404 and one with no usable key are said at start-up and by /ready', async (t) => {
+    const key = signingKey('RS256')
+    const cases: Array<[string, (provider: Awaited<ReturnType<typeof identityProvider>>) => void, RegExp]> = [
+      ['another issuer', (provider) => { provider.state.metadata = { issuer: `${provider.issuer}/`, jwks_uri: provider.url } }, /names the issuer .*, not JWT_ISSUER/],
+      ['a 404', (provider) => { provider.state.jwksStatus = 404 }, /answered HTTP 404/],
+      ['no usable key', (provider) => { provider.state.keys = [signingKey('ES256')] }, /holds no key for RS256/],
+      ['no metadata', (provider) => { provider.state.metadataAt = 'none' }, /publishes no metadata/]
+    ]
+    for (const [name, arrange, said] of cases) {
+      const provider = await identityProvider(t, [key])
+      arrange(provider)
+      const logs = captureLogs()
+      const app = await testApp(t, { AUTH: 'writes', JWT_ISSUER: provider.issuer, JWT_ALGORITHMS: 'RS256', LOG_LEVEL: 'info' }, logs.stream)
+      const line = logs.lines.find((entry) => /identity provider's keys cannot be fetched/.test(entry.msg))
+      assert.match(String(line?.reason), said, name)
+      const readiness = await ready(app)
+      assert.equal(readiness.statusCode, 503, name)
+      assert.match(readiness.json().error, /^No token can be verified: /, name)
+      assert.match(readiness.json().error, said, name)
+      const answer = await create(app, sign(key, { iss: provider.issuer }))
+      assert.equal(answer.statusCode, 503, name)
+      assert.deepEqual(answer.json(), { error: 'The identity provider publishes no key this service can use: retry shortly' }, name)
+    }
+  })
+})
+
+describe('tokens without kid, Ed25519, and token types', () => {
+  test('a token without kid is verified when exactly one key fits its alg; keys without kid are used that way', async (t) => {
+    const rsa = { ...signingKey('RS256'), kid: undefined }
+    const ec = signingKey('ES256')
+    const provider = await identityProvider(t, [rsa, ec])
+    const app = await appOf(t, provider.url)
+    assert.equal((await create(app, sign(rsa, {}, { kid: null }))).statusCode, 201, 'one RS256 key, no kid on either side')
+    assert.equal((await create(app, sign(ec, {}, { kid: null }))).statusCode, 201, 'one ES256 key, with a kid the token leaves out')
+
+    const other = signingKey('RS256')
+    provider.state.keys = [rsa, ec, other]
+    await sleep(1100)
+    assert.equal((await create(app, sign(other))).statusCode, 201, 'the new key, by its kid')
+    const ambiguous = await create(app, sign(rsa, {}, { kid: null }))
+    assert.equal(ambiguous.statusCode, 401, 'two RS256 keys: the token must name one')
+  })
+
+  test('Ed25519 (RFC 9864) and EdDSA are both taken, each only when JWT_ALGORITHMS allows it', async (t) => {
+    const key = signingKey('EdDSA')
+    const provider = await identityProvider(t, [{ ...key, alg: 'Ed25519' as Algorithm }])
+    const app = await appOf(t, provider.url)
+    assert.equal((await create(app, signEd25519(key, { alg: 'Ed25519' }))).statusCode, 201, 'Ed25519 by default')
+
+    const onlyEd25519 = await appOf(t, provider.url, { JWT_ALGORITHMS: 'Ed25519' })
+    assert.equal((await create(onlyEd25519, signEd25519(key, { alg: 'Ed25519' }))).statusCode, 201)
+    assert.equal((await create(onlyEd25519, signEd25519(key, { alg: 'EdDSA' }))).statusCode, 401, 'EdDSA is not allowed then')
+
+    const plain = await identityProvider(t, [key])
+    const onlyEdDSA = await appOf(t, plain.url, { JWT_ALGORITHMS: 'EdDSA' })
+    assert.equal((await create(onlyEdDSA, sign(key))).statusCode, 201)
+    assert.equal((await create(onlyEdDSA, signEd25519(key, { alg: 'Ed25519' }))).statusCode, 401, 'Ed25519 is not allowed then')
+  })
+
+  test('only access tokens (typ at+jwt) are taken by default; an ID token is refused; JWT_TYP names others', async (t) => {
+    const key = signingKey('RS256')
+    const provider = await identityProvider(t, [key])
+    const app = await appOf(t, provider.url)
+    assert.equal((await create(app, sign(key, {}, { typ: 'application/at+jwt' }))).statusCode, 201)
+    assert.equal((await create(app, sign(key, {}, { typ: 'AT+JWT' }))).statusCode, 201)
+    for (const typ of ['JWT', 'id_token+jwt', 'logout+jwt']) {
+      const answer = await create(app, sign(key, {}, { typ }))
+      assert.equal(answer.statusCode, 401, typ)
+      assert.deepEqual(answer.json(), { error: 'Token is not an access token: its typ header is not one this service accepts' })
+    }
+    const keycloak = await appOf(t, provider.url, { JWT_TYP: 'JWT' })
+    assert.equal((await create(keycloak, sign(key, {}, { typ: 'JWT' }))).statusCode, 201)
+    assert.equal((await create(keycloak, sign(key))).statusCode, 401, 'at+jwt is not named then')
+  })
+
+  test('each refusal is logged at info with its reason, never with the token', async (t) => {
+    const key = signingKey('RS256')
+    const provider = await identityProvider(t, [key])
+    const logs = captureLogs()
+    const app = await appOf(t, provider.url, { JWT_MAX_LIFETIME: '1h' }, logs)
+    const now = Math.floor(Date.now() / 1000)
+    const cases: Array<[string, string]> = [
+      ['issuer', sign(key, { iss: `${ISSUER}/` })],
+      ['audience', sign(key, { aud: 'another-api' })],
+      ['algorithm', createSigner({ key: 'a-secret-that-is-long-enough-for-hs256-x', algorithm: 'HS256', header: { alg: 'HS256', typ: 'at+jwt' } })({ sub: 'alice' })],
+      ['kid', sign(key, {}, { kid: 'unknown' })],
+      ['type', sign(key, {}, { typ: 'JWT' })],
+      ['expiry', sign(key, { exp: now - 120, iat: now - 200 }, { expiresIn: 0 })],
+      ['lifetime', sign(key, {}, { expiresIn: 2 * 3600_000 })],
+      ['signature', `${sign(key).slice(0, -4)}AAAA`]
+    ]
+    for (const [reason, token] of cases) {
+      const answer = await create(app, token)
+      assert.equal(answer.statusCode, 401, reason)
+      const line = logs.lines.findLast((entry) => entry.msg === 'bearer token refused')
+      assert.equal(line?.level, 30, reason)
+      assert.equal(line?.tokenRefused, reason, `${reason}: ${JSON.stringify(line)}`)
+      assert.equal(typeof line?.detail, 'string')
+      assert.ok(!JSON.stringify(logs.lines).includes(token.split('.')[2]!), `${reason}: the token is not logged`)
+    }
+  })
 })

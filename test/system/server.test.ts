@@ -122,7 +122,7 @@ test('a bad setting stops start-up with one line naming the variable, and a non-
     [{ DATABASE_URL: 'oracle://db' }, /DATABASE_URL must be/],
     [{ AUTH: 'maybe' }, /AUTH must be one of off, writes, all/],
     [{ BODY_LIMIT: '-5' }, /BODY_LIMIT must be >= 1/],
-    [{ NODE_ENV: 'production' }, /JWT_SECRET \(or JWT_JWKS_URL or JWT_PUBLIC_KEY\) is required when NODE_ENV=production/]
+    [{ NODE_ENV: 'production' }, /JWT_SECRET \(or JWT_ISSUER, JWT_JWKS_URL or JWT_PUBLIC_KEY\) is required when NODE_ENV=production/]
   ]
   await Promise.all(cases.map(async ([env, message]) => {
     const result = await runScript('server.ts', { DATABASE_URL: 'sqlite::memory:', ...env })
