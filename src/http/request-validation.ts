@@ -43,7 +43,7 @@ const PART: Record<Parameters<SchemaErrorFormatter>[1], ValidationDetail['in']> 
  * Turns Ajv's errors into one sentence for the first (`body/email must match format "email"`) and
  * the list of all as `details`.
  */
-const formatSchemaError: SchemaErrorFormatter = (errors, dataVar) => {
+export const formatSchemaError: SchemaErrorFormatter = (errors, dataVar) => {
   const described = (errors as ErrorObject[]).map(describe)
   const [first = { path: '', message: 'is invalid' }] = described
   const part = PART[dataVar]

@@ -12,6 +12,7 @@ import { boundUserIds } from './migrations/2026-11-25-bound-user-ids.js'
 import { keyedUsersByAge } from './migrations/2026-11-26-keyed-users-by-age.js'
 import { changingUsers } from './migrations/2026-11-29-changing-users.js'
 import { readinessProbe } from './migrations/2026-11-29-readiness-probe.js'
+import { erasedKeysWithoutFingerprints } from './migrations/2026-12-02-erased-keys-without-fingerprints.js'
 
 /** Every migration, by name, in the order they run. */
 export function migrations (dialect: Dialect): Record<string, Migration> {
@@ -22,7 +23,8 @@ export function migrations (dialect: Dialect): Record<string, Migration> {
     '2026-11-25-bound-user-ids': boundUserIds(dialect),
     '2026-11-26-keyed-users-by-age': keyedUsersByAge(),
     '2026-11-29-changing-users': changingUsers(dialect),
-    '2026-11-29-readiness-probe': readinessProbe(dialect)
+    '2026-11-29-readiness-probe': readinessProbe(dialect),
+    '2026-12-02-erased-keys-without-fingerprints': erasedKeysWithoutFingerprints(dialect)
   }
 }
 

@@ -17,7 +17,6 @@ export interface UsersTable {
 /** The `Idempotency-Key` of a deleted user, kept as long as a live user's would be. */
 export interface ErasedUserKeysTable {
   idempotency_key: string
-  request_fingerprint: string
   user_id: number
   created_at: string
 }

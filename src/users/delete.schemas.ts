@@ -1,22 +1,23 @@
 /** The contract of `DELETE /users/{id}`. */
 import { Type } from 'typebox'
 import { errorResponse } from '../http/schemas.js'
-import { databaseUnavailable, IfMatch, notFound, preconditionFailed, preconditionRequired, UserPath } from './user.schemas.js'
+import { databaseUnavailable, ifMatchHeaders, notFound, preconditionFailed, preconditionRequired, UserPath } from './user.schemas.js'
 
-export const DeleteUserSchema = {
+/** With `REQUIRE_IF_MATCH=on`, `If-Match` is required and its absence declared as 428. */
+export const deleteUserSchema = (requireIfMatch: boolean) => ({
   summary: 'Erase a stored user',
   description: 'Erases the user: it is then 404 here, gone from every page and from `X-Total-Count`, and its name and email are ' +
     'overwritten in the database (docs/api.md, erasure). Its id is never given again. Deleting again is 404. `If-Match` works as on `PATCH`.',
   operationId: 'deleteUser',
   tags: ['users'],
   params: UserPath,
-  headers: IfMatch,
+  headers: ifMatchHeaders(requireIfMatch),
   response: {
     204: Type.Null({ description: 'Erased. No body.' }),
     400: errorResponse('The path cannot be decoded, e.g. `/users/%zz`.'),
     404: notFound,
     412: preconditionFailed,
-    428: preconditionRequired,
+    ...(requireIfMatch && { 428: preconditionRequired }),
     503: databaseUnavailable
   }
-}
+})

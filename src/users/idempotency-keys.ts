@@ -1,5 +1,8 @@
-/** Creation under an `Idempotency-Key`: a key held by a user, live or erased, answers that user. */
-import type { Kysely } from 'kysely'
+/**
+ * Creation under an `Idempotency-Key`: a key held by a user, live or erased, answers that user. An
+ * erased user keeps no fingerprint of its request, so any request with its key is answered as a retry.
+ */
+import { sql, type Kysely } from 'kysely'
 import { isUniqueViolation } from '../storage/unavailable.js'
 import type { Database, NewUser } from '../storage/schema.js'
 
@@ -53,10 +56,11 @@ async function insertUnlessKeyHeld (db: Kysely<Database>, { name, email }: NewUs
 export async function createUserOnce (db: Kysely<Database>, user: NewUser, idempotency: IdempotencyKey): Promise<CreateOnceOutcome> {
   const holderOf = async () => await db.selectFrom('users').select(['id', 'request_fingerprint', 'created_at'])
     .where('idempotency_key', '=', idempotency.key).executeTakeFirst() ??
-    await db.selectFrom('erased_user_keys').select(['user_id as id', 'request_fingerprint', 'created_at'])
+    await db.selectFrom('erased_user_keys').select(['user_id as id', sql<null>`null`.as('request_fingerprint'), 'created_at'])
       .where('idempotency_key', '=', idempotency.key).executeTakeFirst()
+  // An erased user's key has no fingerprint left to compare: whatever the request, it is the retry.
   const answerOf = (row: { id: number, request_fingerprint: string | null }): CreateOnceOutcome =>
-    row.request_fingerprint === idempotency.fingerprint ? { id: row.id, replayed: true } : { differentRequest: true }
+    row.request_fingerprint === null || row.request_fingerprint === idempotency.fingerprint ? { id: row.id, replayed: true } : { differentRequest: true }
 
   const created = await insertUnlessKeyHeld(db, user, idempotency)
   if (created !== undefined) return created

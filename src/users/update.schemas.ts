@@ -1,10 +1,11 @@
 /** The contract of `PATCH /users/{id}`. */
 import { refTo } from '../http/schemas.js'
 import {
-  badPath, databaseUnavailable, IfMatch, notFound, preconditionFailed, preconditionRequired, tooLarge, unsupported, User, USER_ETAG, UserPatch, UserPath
+  badPath, databaseUnavailable, ifMatchHeaders, notFound, preconditionFailed, preconditionRequired, tooLarge, unsupported, User, USER_ETAG, UserPatch, UserPath
 } from './user.schemas.js'
 
-export const UpdateUserSchema = {
+/** With `REQUIRE_IF_MATCH=on`, `If-Match` is required and its absence declared as 428. */
+export const updateUserSchema = (requireIfMatch: boolean) => ({
   summary: 'Change a stored user',
   description: 'Sets the fields the JSON Merge Patch holds and answers the user as `GET /users/{id}` shows it, with its new ETag. ' +
     'Send `If-Match` with the ETag last seen, so that a change made meanwhile by another client is not overwritten: of two clients ' +
@@ -13,7 +14,7 @@ export const UpdateUserSchema = {
   tags: ['users'],
   consumes: ['application/merge-patch+json', 'application/json'],
   params: UserPath,
-  headers: IfMatch,
+  headers: ifMatchHeaders(requireIfMatch),
   body: refTo(UserPatch),
   response: {
     200: refTo(User, { description: 'Changed (or, for `{}`, as it was).', headers: { ETag: USER_ETAG } }),
@@ -22,7 +23,7 @@ export const UpdateUserSchema = {
     412: preconditionFailed,
     413: tooLarge,
     415: unsupported,
-    428: preconditionRequired,
+    ...(requireIfMatch && { 428: preconditionRequired }),
     503: databaseUnavailable
   }
-}
+})

@@ -17,14 +17,16 @@ export const userTag = (id: number, version: number): string => `"${id}.${versio
 
 /**
  * The versions of user `id` that `If-Match` names: any, for `*` or no header; else those of its
- * strong tags that are this user's (a weak tag never matches, RFC 9110 §13.1.1).
+ * tags that are, byte for byte, a tag this user has had (strong comparison, RFC 9110 §8.8.3.2: a
+ * weak tag, or `"0122.1"` for `"122.1"`, never matches).
  */
 export function expectedVersions (ifMatch: string | undefined, id: number): ExpectedVersions {
   if (ifMatch === undefined || ifMatch.trim() === '*') return 'any'
   const versions: number[] = []
   for (const candidate of ifMatch.split(',')) {
-    const [, tagged, version] = /^"([0-9]+)\.([0-9]+)"$/.exec(candidate.trim()) ?? []
-    if (Number(tagged) === id && version !== undefined) versions.push(Number(version))
+    const tag = candidate.trim()
+    const version = Number(/^"[0-9]+\.([0-9]+)"$/.exec(tag)?.[1])
+    if (Number.isSafeInteger(version) && tag === userTag(id, version)) versions.push(version)
   }
   return versions
 }

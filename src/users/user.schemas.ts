@@ -91,13 +91,13 @@ export const USER_ETAG: HeaderSchema = {
   description: 'The user\'s strong entity tag, `"<id>.<version>"`: for `If-None-Match` on `GET`, and `If-Match` on `PATCH` and `DELETE`. ' +
     'Any change to the stored user, shown here or not (its email), gives it a new one.'
 }
-export const IfMatch = Type.Object({
-  'if-match': Type.Optional(Type.String({
-    description: 'The user\'s ETag as last seen (or `*`, any): if the user has changed since, the answer is 412 and nothing is written. ' +
-      'Without it the write applies whatever the user\'s version, unless the service runs with `REQUIRE_IF_MATCH=on` (then 428).',
-    examples: ['"1.1"']
-  }))
+const IF_MATCH = Type.String({
+  description: 'The user\'s ETag as last seen (or `*`, any): if the user has changed since, the answer is 412 and nothing is written. ' +
+    'Required when the service runs with `REQUIRE_IF_MATCH=on` (without it, 428); otherwise a write without it applies whatever the user\'s version.',
+  examples: ['"1.1"']
 })
+/** `If-Match`, required under `REQUIRE_IF_MATCH=on`, so that a client made from the document sends it. */
+export const ifMatchHeaders = (required: boolean) => Type.Object({ 'if-match': required ? IF_MATCH : Type.Optional(IF_MATCH) })
 export const notFound = errorResponse('No user has this id.')
 export const preconditionFailed = errorResponse('`If-Match` names no current ETag of this user: it has changed since it was read. Nothing was written.')
 export const preconditionRequired = errorResponse('`If-Match` is missing, and the service requires it (`REQUIRE_IF_MATCH=on`). Nothing was written.')

@@ -1,4 +1,5 @@
 import assert from 'node:assert/strict'
+import { createHash } from 'node:crypto'
 import { readdirSync, readFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { describe, test } from 'node:test'
@@ -14,15 +15,18 @@ describe('erasure in a SQLite file', () => {
     return readdirSync(folder).filter((file) => readFileSync(join(folder, file)).includes(Buffer.from(text)))
   }
 
-  test('once DELETE has answered 204, the name and email it erased are in none of the files, once a read held open ends', async (t) => {
+  test('once DELETE has answered 204, the name and email it erased, and the hash of the request that made it, are in none of the files, once a read held open ends', async (t) => {
     const folder = temporaryFolder(t)
     const filename = join(folder, 'app.db')
     const app = await testApp(t, { DATABASE_URL: `sqlite:${filename}` })
     for (let n = 0; n < 40; n++) await postJson(app, '/users', { name: `Neighbour ${n}`, email: `n${n}@example.com` })
-    await postJson(app, '/users', { name: 'Zebulon Erasable', email: 'zebulon@erase.example' })
+    const body = JSON.stringify({ name: 'Zebulon Erasable', email: 'zebulon@erase.example' })
+    const created = await app.inject({ method: 'POST', url: '/users', payload: body, headers: { 'content-type': 'application/json', 'idempotency-key': 'zebulon-1' } })
+    assert.equal(created.headers.location, '/users/41')
+    const fingerprint = createHash('sha256').update(body).digest('base64url')
     await patch(app, '/users/41', { name: 'Xavier Erasable', email: 'xavier@erase.example' })
     for (let n = 40; n < 80; n++) await postJson(app, '/users', { name: `Neighbour ${n}`, email: `n${n}@example.com` })
-    const personal = ['Zebulon Erasable', 'zebulon@erase.example', 'Xavier Erasable', 'xavier@erase.example']
+    const personal = ['Zebulon Erasable', 'zebulon@erase.example', 'Xavier Erasable', 'xavier@erase.example', fingerprint]
     assert.ok(personal.some((text) => filesHolding(folder, text).length > 0), 'the user is on disk before')
 
     // Another connection holds a read: the WAL cannot be cut until it ends.
@@ -38,5 +42,6 @@ describe('erasure in a SQLite file', () => {
     for (const text of personal) assert.deepEqual(filesHolding(folder, text), [], text)
     assert.ok(filesHolding(folder, 'Neighbour 79').length > 0, 'the other users are still there')
     assert.equal((await app.inject('/users')).headers['x-total-count'], '80')
+    assert.ok(filesHolding(folder, 'zebulon-1').length > 0, 'the key stays, so that a retry makes no user')
   })
 })

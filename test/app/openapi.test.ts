@@ -41,8 +41,8 @@ test('every route is documented with a summary, an operationId, a tag, and its e
   const statuses = (method: string, path: string) => Object.keys(document.paths[path][method].responses).sort()
   assert.deepEqual(statuses('post', '/users'), ['201', '400', '409', '413', '415', '422', '500', '503', '507'])
   assert.deepEqual(statuses('get', '/users/{id}'), ['200', '304', '400', '404', '500', '503'])
-  assert.deepEqual(statuses('patch', '/users/{id}'), ['200', '400', '404', '412', '413', '415', '428', '500', '503'])
-  assert.deepEqual(statuses('delete', '/users/{id}'), ['204', '400', '404', '412', '428', '500', '503'])
+  assert.deepEqual(statuses('patch', '/users/{id}'), ['200', '400', '404', '412', '413', '415', '500', '503'])
+  assert.deepEqual(statuses('delete', '/users/{id}'), ['204', '400', '404', '412', '500', '503'])
   assert.deepEqual(statuses('get', '/'), ['200', '500', '503'])
   assert.deepEqual(statuses('get', '/ready'), ['200', '500', '503'])
   assert.deepEqual(statuses('get', '/health'), ['200', '500'])
@@ -95,10 +95,21 @@ test('PATCH and DELETE /users/{id} declare their body, If-Match and the user\'s 
   for (const operation of [update, erase]) {
     const ifMatch = operation.parameters.find((parameter: any) => parameter.in === 'header' && parameter.name === 'if-match')
     assert.equal(ifMatch.required, false)
+    assert.equal(operation.responses['428'], undefined, 'nothing is 428 unless REQUIRE_IF_MATCH=on')
   }
   assert.equal(update.responses['200'].headers.ETag.required, true)
   assert.equal(document.paths['/users/{id}'].get.responses['200'].headers.ETag.description, update.responses['200'].headers.ETag.description)
   assert.equal(erase.responses['204'].content, undefined, 'a 204 has no body')
+})
+
+test('with REQUIRE_IF_MATCH=on, the document requires If-Match on PATCH and DELETE and declares their 428', async (t) => {
+  const app = await testApp(t, { REQUIRE_IF_MATCH: 'on' })
+  const document = (await app.inject('/documentation/json')).json()
+  for (const operation of [document.paths['/users/{id}'].patch, document.paths['/users/{id}'].delete]) {
+    const ifMatch = operation.parameters.find((parameter: any) => parameter.in === 'header' && parameter.name === 'if-match')
+    assert.equal(ifMatch.required, true)
+    assert.ok(operation.responses['428'] !== undefined)
+  }
 })
 
 test('the request schemas of POST /users/{id} are in the document as validated', async (t) => {

@@ -89,7 +89,8 @@ export function changingUsersSuite (database: TestDatabase): void {
       const first = await patch(app, '/users/1', { name: 'Ada 2' }, { 'if-match': '"1.1"' })
       assert.equal(first.statusCode, 200)
       assert.equal(first.headers.etag, '"1.2"')
-      for (const stale of ['"1.1"', 'W/"1.2"', '"2.1"', '"1.3"', 'garbage']) {
+      // Compared byte for byte: the same numbers written otherwise are other tags.
+      for (const stale of ['"1.1"', 'W/"1.2"', '"2.1"', '"1.3"', 'garbage', '"01.2"', '"1.02"', '"1.2.0"', '"1.2e0"']) {
         const refused = await patch(app, '/users/1', { name: 'Lost' }, { 'if-match': stale })
         assert.equal(refused.statusCode, 412, stale)
         assert.deepEqual(refused.json(), { error: 'The user has changed since the ETag in If-Match: read it again, then retry' })
@@ -173,7 +174,11 @@ export function changingUsersSuite (database: TestDatabase): void {
       assert.equal(afterDelete.headers['idempotent-replayed'], 'true')
       assert.equal(afterDelete.headers.location, '/users/1')
       assert.equal((await app.inject('/users/1')).statusCode, 404, 'the deleted user stays deleted')
-      assert.equal((await create({ name: 'Grace', email: 'grace@example.com' }, 'key-1')).statusCode, 422, 'the key is still the first request\'s')
+      // Nothing of the erased user's request is kept to tell another body apart: the key still makes no user.
+      const otherBody = await create({ name: 'Grace', email: 'grace@example.com' }, 'key-1')
+      assert.equal(otherBody.statusCode, 201)
+      assert.equal(otherBody.headers['idempotent-replayed'], 'true')
+      assert.equal(otherBody.headers.location, '/users/1')
       assert.equal((await app.inject('/users')).headers['x-total-count'], '0', 'no user was made again')
       assert.equal((await create(ada, 'key-2')).headers.location, '/users/2')
     })
