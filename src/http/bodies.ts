@@ -1,6 +1,6 @@
 /**
  * JSON bodies, read within BODY_LIMIT and MAX_BODY_BYTES for all held at once, counted as they
- * arrive, kept as sent for the echo, then parsed (docs/decisions/0007-json-body-parser.md). A
+ * arrive, kept as sent for the echo, bounded in depth, then parsed (docs/decisions/0007-json-body-parser.md). A
  * refusal fails the request after parsing, so the connection stays open.
  */
 import { isUtf8 } from 'node:buffer'
@@ -34,6 +34,30 @@ const MERGE_PATCH = 'application/merge-patch+json'
 const FORBIDDEN_KEY = 'Body has a "__proto__" key, or a "constructor" key holding "prototype", which is not allowed'
 
 const DUPLICATE_KEY = 'Body has a member name twice in one object, which I-JSON (RFC 7493) does not allow'
+
+/**
+ * The deepest nesting of arrays and objects a body may have, as Jackson's default bounds it: a
+ * deeper one costs the parser and the checks after it more than its size says, and no record needs it.
+ */
+export const MAX_JSON_DEPTH = 1000
+
+const TOO_DEEP = `Body is nested deeper than ${MAX_JSON_DEPTH} arrays and objects`
+
+/** Whether a JSON text opens more than `max` arrays and objects inside one another; strings are skipped. */
+function nestedDeeperThan (text: string, max: number): boolean {
+  let depth = 0
+  for (let i = 0; i < text.length; i++) {
+    const c = text.charCodeAt(i)
+    if (c === 0x22) { // a string, to its closing quote
+      for (i++; i < text.length && text.charCodeAt(i) !== 0x22; i++) if (text.charCodeAt(i) === 0x5c) i++
+    } else if (c === 0x5b || c === 0x7b) { // [ {
+      if (++depth > max) return true
+    } else if (c === 0x5d || c === 0x7d) { // ] }
+      depth--
+    }
+  }
+  return false
+}
 
 const UNSUPPORTED_ENCODING = 'Unsupported Media Type: send the body uncompressed, without Content-Encoding'
 
@@ -141,6 +165,10 @@ export function readJsonBodies (app: FastifyInstance, bodyLimit: number): void {
       }
       request.bodyBytes = bytes
       const text = bytes.toString('utf8')
+      if (nestedDeeperThan(text, MAX_JSON_DEPTH)) {
+        fail(new AppError(TOO_DEEP, 400))
+        return
+      }
       parseJson(request, text, (error, body) => {
         // Valid JSON that the parser refused holds a key it guards against (prototype poisoning).
         if (error !== null) fail(isJson(text) ? new AppError(FORBIDDEN_KEY, 400) : error)

@@ -1,23 +1,38 @@
 /**
- * At most MAX_CONNECTIONS connections at once; at the limit, connections waiting for a request
- * (kept alive after an answer, or silent since they opened) are closed to make room, oldest first.
- * Refusals are logged as they begin and end, and counted (docs/decisions/0008-connection-limit.md).
+ * At most MAX_CONNECTIONS connections at once. Near the limit, room is kept for the next client by
+ * closing connections that hold a place without using it: first those waiting for a request (kept
+ * alive after an answer, or silent since they opened), then those that sent part of a request and
+ * stalled, each kind the one whose last byte came longest ago first. Refusals are logged as they
+ * begin and end, and counted (docs/decisions/0008-connection-limit.md).
  */
+import type { IncomingMessage } from 'node:http'
 import type { Socket } from 'node:net'
 import type { FastifyInstance } from 'fastify'
 
-const WAITING_CLOSED_AT_ONCE = 32
+/** The most places kept free below the limit (an eighth of a small limit), and so the most closed in one go. */
+const ROOM_KEPT = 32
 /** A connection that has sent nothing for this long since it opened is silent, not one whose request is on its way. */
 const SILENT_AFTER_MS = 1000
-/** How often room is made at the limit, so that it is there before the next client comes. */
+/** A connection that sent part of a request and nothing since for this long has stalled. */
+const STALLED_AFTER_MS = 1000
+/** How often the connections' progress is read, and room made, so that it is there before the next client comes. */
 const ROOM_CHECK_EVERY_MS = 250
 
-/** A connection's requests not yet answered, the bytes it had sent when it last had none, and when it opened. */
-interface ConnectionState { unanswered: number, bytesAtRest: number, openedAt: number }
+interface ConnectionState {
+  /** Its requests not yet answered. */
+  unanswered: number
+  /** The bytes it had sent when it last had no request unanswered. */
+  bytesAtRest: number
+  /** Its latest request, whose body may still be arriving. */
+  latest: IncomingMessage | undefined
+  /** The bytes it had sent when last looked at, and since when it has sent no more. */
+  bytesSeen: number
+  progressAt: number
+}
 
 export interface ConnectionTracker {
-  /** A request has arrived on this connection. */
-  arrived: (socket: Socket) => void
+  /** A request has arrived. */
+  arrived: (request: IncomingMessage) => void
   /** A request on this connection has been answered. */
   answered: (socket: Socket) => void
   /** Connections refused since start. */
@@ -26,6 +41,8 @@ export interface ConnectionTracker {
 
 export function trackConnections (app: FastifyInstance, maxConnections: number): ConnectionTracker {
   app.server.maxConnections = maxConnections
+  // Room is made once this many are open.
+  const roomAt = maxConnections - Math.min(ROOM_KEPT, Math.floor(maxConnections / 8))
   let refused = 0
   let refusedSinceLimitReached = 0
   app.server.on('drop', () => {
@@ -35,47 +52,64 @@ export function trackConnections (app: FastifyInstance, maxConnections: number):
     }
   })
 
-  // Every open connection, oldest first. Closed ones are forgotten once a second: a 'close'
+  // Every open connection. Closed ones are forgotten as their progress is read: a 'close'
   // listener on each would make V8 pretenure every request's listener lists.
   const open = new Map<Socket, ConnectionState>()
-  const forgetClosed = setInterval(() => {
-    for (const socket of open.keys()) if (socket.destroyed) open.delete(socket)
-  }, 1000).unref()
-  // At the limit, a connection becomes silent, and so closable, only with time.
-  const makeRoomAhead = setInterval(makeRoom, ROOM_CHECK_EVERY_MS).unref()
+  const readProgress = setInterval(() => {
+    const now = performance.now()
+    for (const [socket, state] of open) {
+      if (socket.destroyed) {
+        open.delete(socket)
+      } else if (socket.bytesRead !== state.bytesSeen) {
+        state.bytesSeen = socket.bytesRead
+        state.progressAt = now
+      }
+    }
+    makeRoom()
+  }, ROOM_CHECK_EVERY_MS).unref()
   app.addHook('onClose', (_app, done) => {
-    clearInterval(forgetClosed)
-    clearInterval(makeRoomAhead)
+    clearInterval(readProgress)
     done()
   })
 
-  /** At the limit, closes connections waiting for a request, so that the next client finds a place. */
+  /** Near the limit, closes connections that hold a place without using it, so that the next client finds one. */
   function makeRoom (): void {
     app.server.getConnections((error, count) => {
-      if (error === null && count >= maxConnections) closeWaitingConnections()
+      if (error === null && count >= roomAt) closeUnused(count - roomAt + 1)
     })
   }
 
   /**
-   * The longest-open of those waiting for a request, a batch at a time, as nginx does: none of its
-   * requests unanswered, and no byte sent since, so that one sending a request is never closed.
+   * Waiting connections first, as nginx closes kept-alive ones: none of their requests unanswered
+   * and no byte sent since. Then stalled ones, as a header or body timeout would close them.
+   * Neither kind has a request being answered, so none is cut off.
    */
-  function closeWaitingConnections (): void {
-    let closed = 0
-    let silent = 0
-    const silentSince = performance.now() - SILENT_AFTER_MS
-    for (const [socket, { unanswered, bytesAtRest, openedAt }] of open) {
-      if (unanswered > 0 || socket.destroyed || socket.bytesRead !== bytesAtRest) continue
-      if (bytesAtRest === 0 && openedAt > silentSince) continue
-      if (bytesAtRest === 0) silent++
-      socket.destroy()
-      if (++closed === WAITING_CLOSED_AT_ONCE) break
+  function closeUnused (wanted: number): void {
+    const now = performance.now()
+    const waiting: Array<[Socket, ConnectionState]> = []
+    const stalled: Array<[Socket, ConnectionState]> = []
+    for (const entry of open) {
+      const [socket, state] = entry
+      if (socket.destroyed) continue
+      const quiet = socket.bytesRead === state.bytesSeen ? now - state.progressAt : 0
+      if (state.unanswered === 0 && socket.bytesRead === state.bytesAtRest) {
+        if (state.bytesAtRest > 0 || quiet >= SILENT_AFTER_MS) waiting.push(entry)
+      } else if (quiet >= STALLED_AFTER_MS && (state.unanswered === 0 || state.latest?.complete === false)) {
+        stalled.push(entry)
+      }
     }
-    if (closed > 0) app.log.info({ maxConnections, closed, silent }, 'closed connections waiting for a request, to make room for new ones')
+    const byProgress = (a: [Socket, ConnectionState], b: [Socket, ConnectionState]) => a[1].progressAt - b[1].progressAt
+    const closingWaiting = waiting.sort(byProgress).slice(0, wanted)
+    const closingStalled = stalled.sort(byProgress).slice(0, wanted - closingWaiting.length)
+    for (const [socket] of [...closingWaiting, ...closingStalled]) socket.destroy()
+    const closed = closingWaiting.length + closingStalled.length
+    if (closed === 0) return
+    const silent = closingWaiting.filter(([, state]) => state.bytesAtRest === 0).length
+    app.log.info({ maxConnections, closed, silent, stalled: closingStalled.length }, 'closed connections holding a place unused, to make room for new ones')
   }
 
   app.server.on('connection', (socket: Socket) => {
-    open.set(socket, { unanswered: 0, bytesAtRest: 0, openedAt: performance.now() })
+    open.set(socket, { unanswered: 0, bytesAtRest: 0, latest: undefined, bytesSeen: 0, progressAt: performance.now() })
     makeRoom()
     if (refusedSinceLimitReached === 0) return
     app.log.info({ refusedConnections: refusedSinceLimitReached }, 'accepting new connections again')
@@ -83,15 +117,20 @@ export function trackConnections (app: FastifyInstance, maxConnections: number):
   })
 
   return {
-    arrived (socket) {
-      const state = open.get(socket)
-      if (state !== undefined) state.unanswered++
+    arrived (request) {
+      const state = open.get(request.socket)
+      if (state === undefined) return
+      state.unanswered++
+      state.latest = request
     },
     answered (socket) {
       // Nothing is kept for a connection already gone and forgotten.
       const state = open.get(socket)
       if (state === undefined) return
-      if (--state.unanswered === 0) state.bytesAtRest = socket.bytesRead
+      if (--state.unanswered === 0) {
+        state.bytesAtRest = socket.bytesRead
+        state.latest = undefined
+      }
     },
     refused: () => refused
   }

@@ -30,7 +30,7 @@ async function edge (app: FastifyInstance, options: { maxConnections: number, bo
 
   app.addHook('onRequest', (request, reply, done) => {
     // Counted as it arrives: a connection with none unanswered may be closed to make room.
-    connections.arrived(request.raw.socket)
+    connections.arrived(request.raw)
     inTurn(request, reply, done)
   })
   app.addHook('onResponse', (request, _reply, done) => {

@@ -86,6 +86,18 @@ test('a POST without a body is 400: the body must be an object', async (t) => {
   assertJsonError(await app.inject({ method: 'POST', url: '/users' }), 400, 'body must be object')
 })
 
+test('a body nested deeper than 1000 arrays and objects is 400 before it is parsed; 1000 levels are taken', async (t) => {
+  const app = await testApp(t)
+  const nested = (depth: number) => `{"name":"Ada","email":"ada@example.com","extra":${'['.repeat(depth - 1)}${']'.repeat(depth - 1)}}`
+  const post = async (payload: string) => await app.inject({ method: 'POST', url: '/users', payload, headers: { 'content-type': 'application/json' } })
+  assert.equal((await post(nested(1000))).statusCode, 201)
+  assertJsonError(await post(nested(1001)), 400, 'Body is nested deeper than 1000 arrays and objects')
+  assertJsonError(await post(nested(200_000)), 400, 'Body is nested deeper than 1000 arrays and objects')
+  const brackets = `{"name":"Ada","email":"ada@example.com","extra":"${'['.repeat(5000)}"}`
+  assert.equal((await post(brackets)).statusCode, 201, 'brackets inside a string do not count')
+  assert.equal((await app.inject('/users')).headers['x-total-count'], '2')
+})
+
 test('a JSON body with a __proto__ key, or constructor.prototype, is refused as not allowed and pollutes nothing', async (t) => {
   const app = await testApp(t)
   const forbidden = 'Body has a "__proto__" key, or a "constructor" key holding "prototype", which is not allowed'

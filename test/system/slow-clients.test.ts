@@ -286,10 +286,13 @@ const healthOn = async (port: number) => await new Promise<number | string>((res
   }).on('error', (error: NodeJS.ErrnoException) => resolve(error.code ?? 'error'))
 })
 
-test('under `ulimit -n 1024`, 1,100 silent connections do not keep a new client out: the oldest silent ones make room, those sending a request stay', { skip: noProc }, async (t) => {
+test('under `ulimit -n 1024`, 1,100 silent connections do not keep a new client out: the oldest silent ones make room, those still sending a request stay', { skip: noProc }, async (t) => {
   const { nodeArgs, command } = serverUnderOpenFileLimit(1024)
   const service = await startService(t, { DATABASE_URL: 'sqlite::memory:' }, undefined, nodeArgs, command)
   const sending = await sendingConnections(t, service.port, 5)
+  // Slowly, a header line at a time: never a second without a byte, so never stalled.
+  const trickle = setInterval(() => { for (const socket of sending) socket.write('X-Slow: 1\r\n') }, 300)
+  t.after(() => { clearInterval(trickle) })
   const silent = silentConnections(t, service.port, 1100)
   await Promise.all(silent.map(async (socket) => await Promise.race([once(socket, 'connect'), once(socket, 'close')])))
   // A connection is silent once it has sent nothing for a second; room is then made ahead of clients.
@@ -299,6 +302,7 @@ test('under `ulimit -n 1024`, 1,100 silent connections do not keep a new client 
   assert.ok(performance.now() - askedAt < 1000, `answered in ${Math.round(performance.now() - askedAt)} ms`)
 
   // Those that were sending a request, the oldest of all, were never closed: they finish and are answered.
+  clearInterval(trickle)
   const answers = sending.map((socket) => {
     let received = ''
     socket.on('data', (chunk: Buffer) => { received += chunk.toString() })
@@ -308,10 +312,55 @@ test('under `ulimit -n 1024`, 1,100 silent connections do not keep a new client 
   })
   await waitFor(() => answers.every((received) => received().includes('{"status":"ok"}')), 2000)
   assert.deepEqual(answers.map((received) => received().split('\r\n')[0]), Array(5).fill('HTTP/1.1 200 OK'))
-  const closing = service.stdout.map((line) => JSON.parse(line)).filter((line) => line.msg === 'closed connections waiting for a request, to make room for new ones')
+  const closing = service.stdout.map((line) => JSON.parse(line)).filter((line) => line.msg === 'closed connections holding a place unused, to make room for new ones')
   assert.ok(closing.length > 0, 'silent connections were closed')
   assert.ok(closing.every((line) => line.silent === line.closed), 'every connection closed was a silent one')
 })
+
+/** How a connection of a flood begins, and then holds its place. */
+const FLOOD_KINDS: Record<string, (socket: net.Socket) => void> = {
+  silent: () => {},
+  'halfway through its headers': (socket) => { socket.write('GET /health HTTP/1.1\r\nHost: localhost\r\n') },
+  'one byte into a 100-byte body': (socket) => { socket.write('POST /users HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{') },
+  'kept alive after an answer': (socket) => { socket.write('GET /health HTTP/1.1\r\nHost: localhost\r\n\r\n') }
+}
+
+for (const kinds of [Object.keys(FLOOD_KINDS), ['halfway through its headers', 'one byte into a 100-byte body']]) {
+  test(`under \`ulimit -n 1024\`, 1,000 connections (${kinds.join(', ')}) re-opened as they close keep a new client out for under a second`, { skip: noProc }, async (t) => {
+    const { nodeArgs, command } = serverUnderOpenFileLimit(1024)
+    const service = await startService(t, { DATABASE_URL: 'sqlite::memory:' }, undefined, nodeArgs, command)
+    let flooding = true
+    const held = new Set<net.Socket>()
+    const hold = (kind: string) => {
+      if (!flooding) return
+      const socket = net.connect(service.port, '127.0.0.1')
+      held.add(socket)
+      socket.on('error', () => {})
+      socket.on('connect', () => { FLOOD_KINDS[kind]!(socket) })
+      socket.on('close', () => { held.delete(socket); setImmediate(hold, kind) })
+    }
+    t.after(() => { flooding = false; for (const socket of held) socket.destroy() })
+    for (let i = 0; i < 1000; i++) hold(kinds[i % kinds.length]!)
+    await sleep(2500)
+
+    // Each new client asks again at once when refused, as a health check's retries would.
+    const waits: number[] = []
+    for (let client = 0; client < 10; client++) {
+      const arrivedAt = performance.now()
+      let status: number | string
+      do status = await healthOn(service.port)
+      while (status !== 200 && performance.now() - arrivedAt < 3000)
+      assert.equal(status, 200, `client ${client}`)
+      waits.push(performance.now() - arrivedAt)
+      await sleep(100)
+    }
+    assert.ok(waits.every((wait) => wait < 1000), `served after ${waits.map(Math.round).join(', ')} ms`)
+    const closing = service.stdout.map((line) => JSON.parse(line)).filter((line) => line.msg === 'closed connections holding a place unused, to make room for new ones')
+    assert.ok(closing.length > 0)
+    if (!kinds.includes('silent')) assert.ok(closing.every((line) => line.stalled === line.closed), 'only stalled ones were there to close')
+    assert.equal(service.child.exitCode, null)
+  })
+}
 
 test('connections beyond the open-file limit, all sending a request, are refused while those open are served, said once as it begins and once as it ends, and counted; the service lives on', { skip: noProc }, async (t) => {
   const { nodeArgs, command } = serverUnderOpenFileLimit(200)
@@ -319,7 +368,7 @@ test('connections beyond the open-file limit, all sending a request, are refused
   const health = async () => await healthOn(service.port)
   assert.equal(await health(), 200)
 
-  // Connections in the middle of a request are never closed to make room.
+  // Connections in the middle of a request are closed to make room only once they stall for a second.
   await sendingConnections(t, service.port, 300)
   await sleep(500)
   assert.notEqual(await health(), 200, 'a new one is refused while the limit is reached')
@@ -342,7 +391,7 @@ test('connections beyond the open-file limit, all sending a request, are refused
   assert.ok(counted >= refused, `connections_refused_total ${counted}`)
 })
 
-test('at MAX_CONNECTIONS, kept-alive connections waiting for their next request are closed to make room: a new client (a health check) is served, one whose request is in flight is not cut off', async (t) => {
+test('near MAX_CONNECTIONS, kept-alive connections waiting for their next request are closed to make room: a new client (a health check) is served, one whose request is in flight is not cut off', async (t) => {
   const service = await startService(t, { ...timeouts, MAX_CONNECTIONS: '20' })
   const body = JSON.stringify({ name: 'Ada', email: 'ada@example.com' })
   const inFlight = await rawConnection(service.port)
@@ -359,13 +408,14 @@ test('at MAX_CONNECTIONS, kept-alive connections waiting for their next request 
 
   const answer = await rawRequest(service.port, { path: '/health' })
   assert.equal(answer.statusCode, 200, 'a new client is served')
-  // The limit was reached as the last of them connected: the 18 waiting then were closed.
-  const closed = () => keptAlive.filter((client) => client.socket.destroyed).length
-  await waitFor(() => closed() >= 18, 2000).catch(() => {})
-  assert.equal(closed(), 18)
-  assert.equal(keptAlive[18]?.socket.destroyed, false)
-  const lines = service.stdout.map((line) => JSON.parse(line)).filter((line) => line.msg === 'closed connections waiting for a request, to make room for new ones')
-  assert.deepEqual(lines.map((line) => [line.level, line.closed, line.silent]), [[30, 18, 0]])
+  // Room is kept two places below the limit of 20: the longest-waiting clients were closed, the latest kept.
+  await sleep(300)
+  const closed = keptAlive.filter((client) => client.socket.destroyed).length
+  assert.ok(closed >= 2, `${closed} closed`)
+  assert.deepEqual(keptAlive.map((client) => client.socket.destroyed), keptAlive.map((_, index) => index < closed), 'the longest-waiting first')
+  const lines = service.stdout.map((line) => JSON.parse(line)).filter((line) => line.msg === 'closed connections holding a place unused, to make room for new ones')
+  assert.ok(lines.length > 0)
+  assert.deepEqual([...new Set(lines.map((line) => `${line.level} ${line.silent} ${line.stalled}`))], ['30 0 0'], 'none silent, none stalled')
 
   inFlight.socket.write(body.slice(-1))
   await waitFor(() => inFlight.received().endsWith(body), 2000).catch(() => {})
