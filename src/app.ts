@@ -70,14 +70,14 @@ export async function buildApp (config: Config, options: BuildOptions = {}): Pro
   await app.register(swagger, { auth: config.auth, signedBy: config.jwt.keys.kind })
   await app.register(storage, { database: config.database, traced: options.tracing !== undefined })
   await app.register(usersRepository)
-  await app.register(exposure, { production: config.production, auth: config.auth, rateLimit: config.rateLimit })
+  await app.register(exposure, { production: config.production, auth: config.auth, rateLimit: config.rateLimit, metrics: config.metrics, metricsPort: config.metricsPort })
 
   // Each API route declares its guards with app.protect (http/guards.ts).
   await app.register(guards, { overload: config.overload, rateLimit: config.rateLimit, auth: config.auth, authScopes: config.authScopes, jwt: config.jwt })
   await app.register(root)
   await app.register(users, { idempotencyKeyTtlMs: config.idempotencyKeyTtlMs, requireIfMatch: config.requireIfMatch })
   await app.register(health)
-  if (config.metrics) await app.register(metrics)
+  if (config.metrics && config.metricsPort === undefined) await app.register(metrics)
   // Pages for a browser, under helmet's headers and the bound on files sent at once.
   await app.register(async (pages) => {
     await pages.register(pageSecurityHeaders)
@@ -86,4 +86,14 @@ export async function buildApp (config: Config, options: BuildOptions = {}): Pro
     await pages.register(staticFiles, { root: config.staticDir, apiSegments })
   })
   return app
+}
+
+/**
+ * `/metrics` on a port of its own (`METRICS_PORT`), for a scraper on a private network: no token,
+ * no rate limit, and nothing of the API.
+ */
+export async function buildMetricsApp (app: FastifyInstance): Promise<FastifyInstance> {
+  const scrapes = Fastify({ loggerInstance: app.log.child({ port: 'metrics' }), logController: new LogController({ disableRequestLogging: true }) })
+  scrapes.get('/metrics', async (_request, reply) => await reply.type(app.metricsRegistry.contentType).send(await app.metricsRegistry.metrics()))
+  return scrapes
 }

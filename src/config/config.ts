@@ -43,6 +43,7 @@ const EnvSchema = Type.Object({
   KEEP_ALIVE_TIMEOUT_MS: Type.Integer({ minimum: 1, default: 72_000 }),
   MAX_CONNECTIONS: Type.Optional(Type.Integer({ minimum: 1 })),
   METRICS: Type.Enum(['on', 'off'], { default: 'on' }),
+  METRICS_PORT: Type.Optional(Type.Integer({ minimum: 1, maximum: 65535 })),
   TRUST_PROXY: Type.String({ default: 'off' }),
   IDEMPOTENCY_KEY_TTL: Type.String({ pattern: DURATION.source, default: '24h' }),
   REQUIRE_IF_MATCH: Type.Enum(['on', 'off'], { default: 'off' }),
@@ -94,6 +95,8 @@ export interface Config {
   maxConnections: number
   /** Whether `/metrics` exists. */
   metrics: boolean
+  /** The port `/metrics` is served on instead of the API's, when set. */
+  metricsPort: number | undefined
   /**
    * Which proxies' `X-Forwarded-For` names the client: none, the nearest N hops, or these
    * addresses.
@@ -150,6 +153,8 @@ export function loadConfig (environment: Record<string, string | undefined>): Co
     throw new ConfigError('HEADERS_TIMEOUT_MS must not be more than REQUEST_TIMEOUT_MS')
   }
 
+  if (parsed.METRICS_PORT !== undefined && parsed.METRICS_PORT === parsed.PORT) throw new ConfigError('METRICS_PORT must differ from PORT: it serves /metrics apart from the API')
+
   if (parsed.AUTH_SCOPES === 'on' && parsed.AUTH === 'off') throw new ConfigError('AUTH_SCOPES=on needs AUTH=writes or AUTH=all: with AUTH=off no token is asked for')
 
   const database = parseDatabaseUrl(parsed.DATABASE_URL, parsed.DATABASE_POOL_SIZE)
@@ -179,6 +184,7 @@ export function loadConfig (environment: Record<string, string | undefined>): Co
     },
     maxConnections: connectionLimit(parsed.MAX_CONNECTIONS, database),
     metrics: parsed.METRICS === 'on',
+    metricsPort: parsed.METRICS === 'on' ? parsed.METRICS_PORT : undefined,
     trustProxy: parseTrustProxy(parsed.TRUST_PROXY),
     idempotencyKeyTtlMs: parseDuration(parsed.IDEMPOTENCY_KEY_TTL) as number,
     requireIfMatch: parsed.REQUIRE_IF_MATCH === 'on',

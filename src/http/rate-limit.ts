@@ -17,56 +17,58 @@ const RATE_LIMIT_HEADERS: Record<string, HeaderSchema> = {
 
 const CONNECT_TIMEOUT_MS = 1000
 const COMMAND_TIMEOUT_MS = 250
-/** How often Redis is checked by a write, which must be answered within COMMAND_TIMEOUT_MS. */
-const WATCHDOG_INTERVAL_MS = 1000
 const NAMESPACE = 'user-records-rate-limit:'
-const WATCHDOG_KEY = `${NAMESPACE}watchdog`
+/** Written once on each new connection, to learn that it takes writes before limiting is said to be back. */
+const PROBE_KEY = `${NAMESPACE}probe`
 
 /**
- * Redis for the counters, failing fast while unreachable. Start-up waits for one connection attempt
- * at most, so a service whose Redis is down starts, unlimited.
+ * Redis for the counters, failing fast while unreachable, and replacing a connection that stops
+ * answering or lands on a replica (docs/decisions/0019-redis-watchdog.md). Start-up waits for one
+ * connection attempt at most, so a service whose Redis is down starts, unlimited.
  */
 async function sharedCounters (app: FastifyInstance, url: string): Promise<Redis> {
   // Loaded only here, so that a service without REDIS_URL never loads the client's modules. Taken
   // from the CommonJS module's exports object, the only name its bundled chunk keeps.
   const { Redis: RedisClient } = (await import('ioredis')).default
-  const redis = new RedisClient(url, {
-    enableOfflineQueue: false,
-    maxRetriesPerRequest: 1,
-    connectTimeout: CONNECT_TIMEOUT_MS,
-    commandTimeout: COMMAND_TIMEOUT_MS,
-    // A connection being closed is destroyed if its far end has not closed it by then: one that
-    // vanished never will.
-    disconnectTimeout: COMMAND_TIMEOUT_MS,
-    retryStrategy: (attempt) => Math.min(attempt * 200, 2000)
-  })
   let available = true
   const down = (error: Error, message: string) => {
     if (!available) return
     available = false
     app.log.warn({ err: error }, message)
   }
-  redis.on('error', (error: Error) => { down(error, 'Redis unavailable: requests are served without rate limiting until it is back') })
-  // A key written each second tells a connection that stopped answering or a Redis that takes no
-  // writes; either way the connection is replaced (docs/decisions/0019-redis-watchdog.md).
-  let closing = false
-  const watchdog = setInterval(() => {
-    if (redis.status !== 'ready') return
-    redis.set(WATCHDOG_KEY, '1', 'PX', 2 * WATCHDOG_INTERVAL_MS).then(() => {
+  const redis = new RedisClient(url, {
+    enableOfflineQueue: false,
+    maxRetriesPerRequest: 1,
+    connectTimeout: CONNECT_TIMEOUT_MS,
+    commandTimeout: COMMAND_TIMEOUT_MS,
+    // A connection whose server vanished or hung is destroyed at the first command it leaves unanswered.
+    socketTimeout: COMMAND_TIMEOUT_MS,
+    // A Redis made a replica by a failover refuses writes: a new connection finds the primary.
+    reconnectOnError: (error) => {
+      const readOnly = error.message.startsWith('READONLY')
+      if (readOnly) down(error, 'Redis cannot keep the counts now: reconnecting; requests are served without rate limiting until it can')
+      return readOnly
+    },
+    // A connection being closed is destroyed if its far end has not closed it by then: one that
+    // vanished never will.
+    disconnectTimeout: COMMAND_TIMEOUT_MS,
+    retryStrategy: (attempt) => Math.min(attempt * 200, 2000)
+  })
+  redis.on('error', (error: Error) => {
+    // A connection that was working and stopped answering, or one that cannot be made.
+    const message = redis.status === 'ready'
+      ? 'Redis cannot keep the counts now: reconnecting; requests are served without rate limiting until it can'
+      : 'Redis unavailable: requests are served without rate limiting until it is back'
+    down(error, message)
+  })
+  redis.on('ready', () => {
+    redis.set(PROBE_KEY, '1', 'PX', 1000).then(() => {
       if (available) return
       available = true
       app.log.info('Redis available again: rate limiting is back')
-    }, (error: Error) => {
-      if (closing) return
-      down(error, 'Redis cannot keep the counts now: reconnecting; requests are served without rate limiting until it can')
-      redis.disconnect(true)
-    })
-  }, WATCHDOG_INTERVAL_MS).unref()
-  app.addHook('onClose', async () => {
-    closing = true
-    clearInterval(watchdog)
-    redis.disconnect()
+    }, () => {})
   })
+  app.addHook('onClose', async () => { redis.disconnect() })
   await once(redis, 'ready', { signal: AbortSignal.timeout(CONNECT_TIMEOUT_MS) }).catch(() => {})
   return redis
 }

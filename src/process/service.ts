@@ -7,7 +7,7 @@ import { createRequire } from 'node:module'
 import { setTimeout as sleep } from 'node:timers/promises'
 import closeWithGrace from 'close-with-grace'
 import type { DestinationStream } from 'pino'
-import { buildApp, type BuildOptions } from '../app.js'
+import { buildApp, buildMetricsApp, type BuildOptions } from '../app.js'
 import { ConfigError, loadConfig, readEnvironment, SHUTDOWN_GRACE_MS, type Config } from '../config/config.js'
 import { standardOutput } from './log-output.js'
 import { DatabaseStartupError } from '../http/storage.js'
@@ -55,6 +55,7 @@ const tracing = config.tracing === undefined ? undefined : (await import('./trac
 const pretty = prettyLogStream()
 const output = pretty === undefined ? standardOutput() : undefined
 const app = await appOrExit(config, { logStream: output?.stream ?? pretty, tracing, droppedLogLines: output?.droppedLines })
+const metricsApp = config.metricsPort === undefined ? undefined : await buildMetricsApp(app)
 output?.reportDropsTo(app.log)
 tracing?.reportFailuresTo(app.log)
 
@@ -68,6 +69,7 @@ closeWithGrace({ delay: config.shutdownDrainMs + SHUTDOWN_GRACE_MS, logger: app.
   }
   if (err === undefined) app.log.info({ signal }, 'shutting down: finishing requests in flight')
   await app.close()
+  await metricsApp?.close()
   await tracing?.shutdown()
 })
 
@@ -80,17 +82,19 @@ const LISTEN_FAILURES: Record<string, string> = {
   EAI_AGAIN: 'HOST could not be resolved to an address'
 }
 
-async function listenOrExit (): Promise<string> {
+async function listenOrExit (server: typeof app, port: number, name: string): Promise<string> {
   try {
-    return await app.listen({ port: config.port, host: config.host })
+    return await server.listen({ port, host: config.host })
   } catch (error) {
     const reason = LISTEN_FAILURES[(error as NodeJS.ErrnoException).code ?? '']
     if (reason === undefined) throw error
-    process.stderr.write(`Start-up failed: cannot listen on ${config.host} port ${config.port}: ${reason}\n`)
+    process.stderr.write(`Start-up failed: cannot listen on ${config.host} port ${port}: ${reason.replace('PORT', name)}\n`)
     await app.close()
+    await metricsApp?.close()
     process.exit(1)
   }
 }
 
-const address = await listenOrExit()
+if (metricsApp !== undefined) app.log.info(`metrics at ${await listenOrExit(metricsApp, config.metricsPort!, 'METRICS_PORT')}/metrics`)
+const address = await listenOrExit(app, config.port, 'PORT')
 app.log.info(`API documentation at ${address}/documentation`)

@@ -170,7 +170,8 @@ test('public keys: an issuer to discover, a JWKS URL or a PEM file, with algorit
     [{ JWT_PUBLIC_KEY: secretPem }, /^JWT_PUBLIC_KEY must be a PEM file holding a public key/],
     [{ JWT_MAX_LIFETIME: 'forever' }, /^JWT_MAX_LIFETIME must be a duration/],
     [{ AUTH_SCOPES: 'on' }, /^AUTH_SCOPES=on needs AUTH=writes or AUTH=all/],
-    [{ AUTH: 'writes', JWT_ISSUER: 'acme' }, /^JWT_ISSUER must be an http\(s\) URL for its keys to be discovered/]
+    [{ AUTH: 'writes', JWT_ISSUER: 'acme' }, /^JWT_ISSUER must be an http\(s\) URL for its keys to be discovered/],
+    [{ METRICS_PORT: '3000' }, /^METRICS_PORT must differ from PORT/]
   ]
   for (const [environment, message] of refusals) {
     assert.throws(() => loadConfig(environment), (error: Error) => error instanceof ConfigError && message.test(error.message), JSON.stringify(environment))

@@ -143,18 +143,35 @@ test('an IPv6 client counts by its /64 network: taking another address of its ow
     'an IPv4 client on a dual-stack socket is the same client as over IPv4')
 })
 
-test('a production start with AUTH=off or without RATE_LIMIT_MAX logs one warning naming what is open and what closes it', async (t) => {
+test('a production start logs one warning naming what anyone can reach (API, /metrics, /documentation) and what closes it', async (t) => {
   const production = { NODE_ENV: 'production', JWT_SECRET: 'a-test-secret-that-is-long-enough-for-hs256', LOG_LEVEL: 'info' }
   const warnings = async (env: Record<string, string>) => {
     const logs = captureLogs()
     await (await testApp(t, { ...production, ...env }, logs.stream)).ready()
     return logs.lines.filter((line) => line.level === 40).map((line) => line.msg as string)
   }
-  const [open] = await warnings({})
-  assert.match(open!, /^NODE_ENV=production with the API open: .*AUTH=writes or AUTH=all.*RATE_LIMIT_MAX/)
-  assert.deepEqual(await warnings({ AUTH: 'writes', RATE_LIMIT_MAX: '100' }), [])
-  assert.match((await warnings({ AUTH: 'all' }))[0]!, /RATE_LIMIT_MAX/)
+  const open = await warnings({})
+  assert.equal(open.length, 1)
+  assert.match(open[0]!, /^NODE_ENV=production with what anyone can reach: .*AUTH=writes or AUTH=all.*RATE_LIMIT_MAX.*\/metrics is public.*\/documentation/)
+  const closed = await warnings({ AUTH: 'writes', RATE_LIMIT_MAX: '100', METRICS_PORT: '9464' })
+  assert.equal(closed.length, 1)
+  assert.doesNotMatch(closed[0]!, /AUTH=|RATE_LIMIT_MAX|\/metrics/)
+  assert.match(closed[0]!, /\/documentation and its document are public/)
+  assert.doesNotMatch((await warnings({ AUTH: 'all' }))[0]!, /\/metrics/, 'under AUTH=all /metrics asks for a token')
   assert.deepEqual(await warnings({ NODE_ENV: 'development' }), [], 'outside production nothing is said')
+})
+
+test('METRICS_PORT: /metrics is served by an app of its own and the API has none', async (t) => {
+  const { buildMetricsApp } = await import('../../src/app.js')
+  const app = await testApp(t, { METRICS_PORT: '9464' })
+  assert.equal((await app.inject('/metrics')).statusCode, 404)
+  await app.inject('/health')
+  const scrapes = await buildMetricsApp(app)
+  t.after(async () => { await scrapes.close() })
+  const scrape = await scrapes.inject('/metrics')
+  assert.equal(scrape.statusCode, 200)
+  assert.match(scrape.body, /^http_requests_total\{[^}]*route="\/health"[^}]*\} 1$/m)
+  assert.ok(!JSON.stringify((await app.inject('/documentation/json')).json().paths).includes('/metrics'), 'the API document has no /metrics')
 })
 
 test('every answer says how it may be cached: reads with an ETag and files no-cache, everything else no-store', async (t) => {

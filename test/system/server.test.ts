@@ -13,7 +13,7 @@ import { createDatabase } from '../../src/storage/database.js'
 import { migrations } from '../../src/storage/migrate.js'
 import { postgresQuery, postJsonOver, rawRequest, temporaryFolder, testConfig, testDatabases, waitFor } from '../helpers.js'
 import { behindPgBouncer } from '../pgbouncer.js'
-import { fromSource, installed, repositoryRoot, runNode, runScript, signalGroup, startService } from '../process.js'
+import { freePort, fromSource, installed, repositoryRoot, runNode, runScript, signalGroup, startService } from '../process.js'
 
 /**
  * The single file `npm start` runs, bundled afresh from the sources, once for this file's
@@ -87,6 +87,18 @@ test('SIGTERM drains: /ready answers 503 at once, other requests are still answe
   assert.deepEqual(await service.exited, { code: 0, signal: null })
   const ms = Date.now() - signalled
   assert.ok(ms >= 1500 && ms < 4500, `exited ${ms} ms after SIGTERM`)
+})
+
+test('METRICS_PORT serves /metrics on its own port, without a token, and the API\'s port has none; SIGTERM closes both', async (t) => {
+  const metricsPort = await freePort()
+  const service = await startService(t, { DATABASE_URL: 'sqlite::memory:', METRICS_PORT: String(metricsPort), AUTH: 'all', JWT_SECRET: 'a-test-secret-that-is-long-enough-for-hs256' })
+  assert.ok(service.stdout.some((line) => JSON.parse(line).msg === `metrics at http://127.0.0.1:${metricsPort}/metrics`))
+  const scrape = await rawRequest(metricsPort, { path: '/metrics' })
+  assert.equal(scrape.statusCode, 200)
+  assert.match(scrape.body, /^process_max_fds \d+$/m)
+  assert.equal((await rawRequest(service.port, { path: '/metrics' })).statusCode, 404)
+  signalGroup(service.child, 'SIGTERM')
+  assert.deepEqual(await service.exited, { code: 0, signal: null })
 })
 
 test('SIGINT (Ctrl-C) does not drain: the process closes at once', async (t) => {
