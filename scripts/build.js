@@ -38,7 +38,7 @@ const swaggerUiFolder = {
 }
 
 /**
- * The SQLite worker, which src/storage/sqlite-thread.ts starts from the file beside its own
+ * The SQLite worker, which src/storage/sqlite.ts starts from the file beside its own
  * (`./sqlite-worker.js`): beside the server's bundle, then, whatever else is bundled.
  */
 const SQLITE_WORKER = { in: join(repositoryRoot, 'src/storage/sqlite-worker.ts'), out: 'sqlite-worker' }

@@ -1,21 +1,190 @@
 /**
- * The HTTP edge: every guard of the transport, registered first as one plugin. Connections are
- * bounded, pipelined requests go in turn, bodies are read within their bounds, and what Node
- * refuses is answered in JSON; the bound on files sent at once is kept here for the routes that
- * send files (file-limit.ts).
+ * The HTTP edge: every guard of the transport, registered first as one plugin with one hook pair.
+ * At most MAX_CONNECTIONS connections are open, and room is kept near the limit
+ * (docs/decisions/0008-connection-limit.md); pipelined requests go one at a time, in order
+ * (docs/decisions/0009-pipelining-in-order.md); bodies are read within their bounds; and what Node
+ * refuses is answered in JSON. The bound on files sent at once is kept here for the routes that send
+ * files (file-limit.ts).
  */
-import type { FastifyInstance } from 'fastify'
+import type { IncomingMessage } from 'node:http'
+import type { Socket } from 'node:net'
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
 import fp from 'fastify-plugin'
 import { readJsonBodies } from './bodies.js'
-import { trackConnections } from './connections.js'
 import { boundFilesSent } from './file-limit.js'
 import { answerExpectAndConnect } from './malformed-http.js'
-import { pipelineInOrder } from './pipelining.js'
 
 declare module 'fastify' {
   interface FastifyInstance {
     /** Connections refused since start, for being over MAX_CONNECTIONS. */
     refusedConnections: () => number
+  }
+}
+
+/** The most places kept free below the limit (an eighth of a small limit), and so the most closed in one go. */
+const ROOM_KEPT = 32
+/** A connection that has sent nothing for this long since it opened is silent, not one whose request is on its way. */
+const SILENT_AFTER_MS = 1000
+/** A connection that sent part of a request and nothing since for this long has stalled. */
+const STALLED_AFTER_MS = 1000
+/** How often the connections' progress is read, and room made, so that it is there before the next client comes. */
+const ROOM_CHECK_EVERY_MS = 250
+
+interface ConnectionState {
+  /** Its requests not yet answered. */
+  unanswered: number
+  /** The bytes it had sent when it last had no request unanswered. */
+  bytesAtRest: number
+  /** Its latest request, whose body may still be arriving. */
+  latest: IncomingMessage | undefined
+  /** The bytes it had sent when last looked at, and since when it has sent no more. */
+  bytesSeen: number
+  progressAt: number
+}
+
+interface ConnectionTracker {
+  /** A request has arrived. */
+  arrived: (request: IncomingMessage) => void
+  /** A request on this connection has been answered. */
+  answered: (socket: Socket) => void
+  /** Connections refused since start. */
+  refused: () => number
+}
+
+/**
+ * Bounds the connections and keeps room near the limit by closing those that hold a place without
+ * using it: waiting ones, then stalled ones. Refusals are logged as they begin and end, and counted.
+ */
+function trackConnections (app: FastifyInstance, maxConnections: number): ConnectionTracker {
+  app.server.maxConnections = maxConnections
+  // Room is made once this many are open.
+  const roomAt = maxConnections - Math.min(ROOM_KEPT, Math.floor(maxConnections / 8))
+  let refused = 0
+  let refusedSinceLimitReached = 0
+  app.server.on('drop', () => {
+    refused++
+    if (refusedSinceLimitReached++ === 0) {
+      app.log.warn({ maxConnections }, 'refusing new connections: MAX_CONNECTIONS are open (its default follows the open-file limit and the memory: raise them, or MAX_CONNECTIONS)')
+    }
+  })
+
+  // Every open connection. Closed ones are forgotten as their progress is read: a 'close'
+  // listener on each would make V8 pretenure every request's listener lists.
+  const open = new Map<Socket, ConnectionState>()
+  const readProgress = setInterval(() => {
+    const now = performance.now()
+    for (const [socket, state] of open) {
+      if (socket.destroyed) {
+        open.delete(socket)
+      } else if (socket.bytesRead !== state.bytesSeen) {
+        state.bytesSeen = socket.bytesRead
+        state.progressAt = now
+      }
+    }
+    makeRoom()
+  }, ROOM_CHECK_EVERY_MS).unref()
+  app.addHook('onClose', (_app, done) => {
+    clearInterval(readProgress)
+    done()
+  })
+
+  /** Near the limit, closes connections that hold a place without using it, so that the next client finds one. */
+  function makeRoom (): void {
+    app.server.getConnections((error, count) => {
+      if (error === null && count >= roomAt) closeUnused(count - roomAt + 1)
+    })
+  }
+
+  /**
+   * Waiting connections first, as nginx closes kept-alive ones: none of their requests unanswered
+   * and no byte sent since. Then stalled ones, as a header or body timeout would close them.
+   * Neither kind has a request being answered, so none is cut off.
+   */
+  function closeUnused (wanted: number): void {
+    const now = performance.now()
+    const waiting: Array<[Socket, ConnectionState]> = []
+    const stalled: Array<[Socket, ConnectionState]> = []
+    for (const entry of open) {
+      const [socket, state] = entry
+      if (socket.destroyed) continue
+      const quiet = socket.bytesRead === state.bytesSeen ? now - state.progressAt : 0
+      if (state.unanswered === 0 && socket.bytesRead === state.bytesAtRest) {
+        if (state.bytesAtRest > 0 || quiet >= SILENT_AFTER_MS) waiting.push(entry)
+      } else if (quiet >= STALLED_AFTER_MS && (state.unanswered === 0 || state.latest?.complete === false)) {
+        stalled.push(entry)
+      }
+    }
+    const byProgress = (a: [Socket, ConnectionState], b: [Socket, ConnectionState]) => a[1].progressAt - b[1].progressAt
+    const closingWaiting = waiting.sort(byProgress).slice(0, wanted)
+    const closingStalled = stalled.sort(byProgress).slice(0, wanted - closingWaiting.length)
+    for (const [socket] of [...closingWaiting, ...closingStalled]) socket.destroy()
+    const closed = closingWaiting.length + closingStalled.length
+    if (closed === 0) return
+    const silent = closingWaiting.filter(([, state]) => state.bytesAtRest === 0).length
+    app.log.info({ maxConnections, closed, silent, stalled: closingStalled.length }, 'closed connections holding a place unused, to make room for new ones')
+  }
+
+  app.server.on('connection', (socket: Socket) => {
+    open.set(socket, { unanswered: 0, bytesAtRest: 0, latest: undefined, bytesSeen: 0, progressAt: performance.now() })
+    makeRoom()
+    if (refusedSinceLimitReached === 0) return
+    app.log.info({ refusedConnections: refusedSinceLimitReached }, 'accepting new connections again')
+    refusedSinceLimitReached = 0
+  })
+
+  return {
+    arrived (request) {
+      const state = open.get(request.socket)
+      if (state === undefined) return
+      state.unanswered++
+      state.latest = request
+    },
+    answered (socket) {
+      // Nothing is kept for a connection already gone and forgotten.
+      const state = open.get(socket)
+      if (state === undefined) return
+      if (--state.unanswered === 0) {
+        state.bytesAtRest = socket.bytesRead
+        state.latest = undefined
+      }
+    },
+    refused: () => refused
+  }
+}
+
+/** Requests a connection may have waiting behind the one being handled; past them it is closed. */
+const MAX_WAITING = 64
+
+/** Lets each request go on in its connection's turn: `admit` calls `proceed` when it may. */
+function pipelineInOrder (): (request: FastifyRequest, reply: FastifyReply, proceed: () => void) => void {
+  /** For each connection with a request being handled, the requests waiting behind it. */
+  const waiting = new WeakMap<Socket, Array<() => void>>()
+
+  /** Lets the request go on; once its answer is done, the next waiting one goes on, if any. */
+  function handle (socket: Socket, reply: FastifyReply, proceed: () => void): void {
+    reply.raw.once('close', () => {
+      const next = socket.destroyed ? undefined : waiting.get(socket)?.shift()
+      if (next === undefined) waiting.delete(socket)
+      else next()
+    })
+    proceed()
+  }
+
+  return (request, reply, proceed) => {
+    const socket = request.raw.socket
+    // A connection closed for pipelining too much: the requests Node parsed after it are dropped.
+    if (socket.destroyed) return
+    const queue = waiting.get(socket)
+    if (queue === undefined) {
+      waiting.set(socket, [])
+      handle(socket, reply, proceed)
+    } else if (queue.length < MAX_WAITING) {
+      queue.push(() => { handle(socket, reply, proceed) })
+    } else {
+      request.log.info({ client: request.ip, maxWaiting: MAX_WAITING }, 'closing a connection that pipelined more requests than are handled in turn')
+      waiting.delete(socket)
+      socket.destroy()
+    }
   }
 }
 

@@ -1,4 +1,4 @@
-/** The messages between the SQLite worker (sqlite-worker.ts) and the thread that sends it batches (sqlite-thread.ts). */
+/** The messages between the SQLite worker (sqlite-worker.ts) and the main thread that sends it batches (sqlite.ts). */
 import type { MigrationOutcome } from './migrate.js'
 
 export interface Batch {
@@ -30,7 +30,7 @@ export const describeError = (error: unknown): ErrorDescription => {
 /** Milliseconds of a clock that never steps, the same in every thread: deadlines cross threads. */
 export const monotonicMs = (): number => Number(process.hrtime.bigint() / 1_000_000n)
 
-/** The worker as the dialect sees it (sqlite-thread.ts starts it). */
+/** The worker as the dialect sees it (sqlite.ts starts it). */
 export interface SqliteWorker {
   /** Sends queries as one batch; resolves with its result, or `expired` past `timeoutMs`. */
   send: (kind: Batch['kind'], queries: Array<{ sql: string, parameters: readonly unknown[] }>, timeoutMs: number) => Promise<BatchResult>

@@ -11,8 +11,7 @@ import { observed } from './observed-dialect.js'
 import { postgresDialect, type PoolStats } from './postgres.js'
 import { connectionLossesLog, connectionRefusalsLog } from './postgres-logs.js'
 import type { Database } from './schema.js'
-import { sqliteWorkerDialect } from './sqlite-dialect.js'
-import { openSqliteWorker } from './sqlite-thread.js'
+import { openSqliteWorker, sqliteWorkerDialect } from './sqlite.js'
 import { outageLog, type OutageLog, type OutageLogger } from './unavailable.js'
 
 export interface Storage {
