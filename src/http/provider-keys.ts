@@ -170,7 +170,8 @@ export function providerKeys (source: KeySource, algorithms: readonly PublicKeyA
       if (kid !== undefined && typeof kid !== 'string') throw new TokenRefusal('kid', 'the token\'s kid is not a string')
       if (performance.now() - fetchedAt > MAX_AGE_MS && keys.length > 0) refresh().catch(() => {})
       let found = chooseKey(keys, kid, alg)
-      if (found instanceof TokenRefusal) {
+      // Only a key the set may have gained since is worth a fetch; a kept key that does not sign `alg` is not.
+      if (found instanceof TokenRefusal && found.reason === 'kid') {
         try {
           await refresh()
         } catch (error) {

@@ -20,6 +20,8 @@ const COMMAND_TIMEOUT_MS = 250
 const NAMESPACE = 'user-records-rate-limit:'
 /** Written once on each new connection, to learn that it takes writes before limiting is said to be back. */
 const PROBE_KEY = `${NAMESPACE}probe`
+const UNAVAILABLE = 'Redis unavailable: requests are served without rate limiting until it is back'
+const RECONNECTING = 'Redis cannot keep the counts now: reconnecting; requests are served without rate limiting until it can'
 
 /**
  * Redis for the counters, failing fast while unreachable, and replacing a connection that stops
@@ -46,7 +48,7 @@ async function sharedCounters (app: FastifyInstance, url: string): Promise<Redis
     // A Redis made a replica by a failover refuses writes: a new connection finds the primary.
     reconnectOnError: (error) => {
       const readOnly = error.message.startsWith('READONLY')
-      if (readOnly) down(error, 'Redis cannot keep the counts now: reconnecting; requests are served without rate limiting until it can')
+      if (readOnly) down(error, RECONNECTING)
       return readOnly
     },
     // A connection being closed is destroyed if its far end has not closed it by then: one that
@@ -56,10 +58,7 @@ async function sharedCounters (app: FastifyInstance, url: string): Promise<Redis
   })
   redis.on('error', (error: Error) => {
     // A connection that was working and stopped answering, or one that cannot be made.
-    const message = redis.status === 'ready'
-      ? 'Redis cannot keep the counts now: reconnecting; requests are served without rate limiting until it can'
-      : 'Redis unavailable: requests are served without rate limiting until it is back'
-    down(error, message)
+    down(error, redis.status === 'ready' ? RECONNECTING : UNAVAILABLE)
   })
   redis.on('ready', () => {
     redis.set(PROBE_KEY, '1', 'PX', 1000).then(() => {
