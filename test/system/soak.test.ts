@@ -13,4 +13,5 @@ test('npm run soak runs the built service under mixed load: every 201 is a store
   const statuses = /^by status: {4}(.*)$/m.exec(stdout)?.[1] ?? ''
   assert.match(statuses, /201: \d+/)
   assert.doesNotMatch(statuses, /(^|, )(5\d\d|E[A-Z]+|network error):/, 'no 5xx and no failed request')
+  assert.match(stdout, /^RSS growth: {3}-?[\d.]+% after warm-up \(bound 25%\): not judged in a run under 30 s$/m)
 })
