@@ -19,6 +19,9 @@
  * 3. A concurrency sweep: 1 and 256 connections on GET /, GET /users/{id} and POST /users.
  * 4. A table-size sweep: the service on `--users` and on `--big` users (0 skips it), on a
  *    lookup, the first page, a keyset page deep in the table and POST /users.
+ * 5. Finding users on `--big` users, on SQLite and, given `--postgres <url>`, on PostgreSQL (in a
+ *    schema of its own, dropped after): each order's page after its 10th user beside its page
+ *    at its last users, and a search by address for the first user beside one for the last.
  *
  * `--only <texts>` runs the workloads whose names contain one of the comma-separated texts;
  * `--against <git ref>` also builds the service as it was at that commit (a git worktree,
@@ -34,8 +37,13 @@ import { join } from 'node:path'
 import { pathToFileURL } from 'node:url'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { parseArgs } from 'node:util'
+import Sqlite from 'better-sqlite3'
 import { build } from 'esbuild'
+import pg from 'pg'
 import { NODE_BUNDLE, SERVER_BUNDLE } from '../scripts/build.js'
+import { createDatabase } from '../src/storage/database.js'
+import { migrateToLatest } from '../src/storage/migrate.js'
+import { nextAfter, type Sort } from '../src/users/list-query.js'
 import { freePort } from '../test/process.js'
 import { median } from './median.js'
 import { readWrkOutput, type WrkFigures } from './wrk.js'
@@ -49,6 +57,7 @@ const { values } = parseArgs({
     big: { type: 'string', default: '1000000' },
     only: { type: 'string' },
     against: { type: 'string' },
+    postgres: { type: 'string' },
     out: { type: 'string' }
   }
 })
@@ -257,7 +266,10 @@ async function seededDatabase (size: number, source = root): Promise<string> {
   await migrateToLatest(db, 'sqlite')
   await db.transaction().execute(async (transaction) => {
     for (let first = 1; first <= size; first += 1000) {
-      const batch = Array.from({ length: Math.min(1000, size - first + 1) }, (_, i) => ({ name: `user${first + i}`, email: `user${first + i}@example.com` }))
+      // A millisecond apart, as users stored one at a time are, rather than a statement's thousand at one time.
+      const batch = Array.from({ length: Math.min(1000, size - first + 1) }, (_, i) => ({
+        name: `user${first + i}`, email: `user${first + i}@example.com`, created_at: new Date(Date.UTC(2026, 0, 1) + first + i).toISOString()
+      }))
       await transaction.insertInto('users').values(batch).execute()
     }
   })
@@ -316,6 +328,73 @@ async function storedUsers (server: Server): Promise<number> {
   const [response] = await once(request, 'response') as [IncomingMessage]
   response.resume()
   return Number(response.headers['x-total-count'])
+}
+
+/** The `after` of a page near the start and of one at the last 10 users, in each order part 5 measures. */
+type Positions = Record<'name' | '-created_at', { near: string, deep: string }>
+const SEARCHES = ['sort=name (after the 10th user, after the 999,990th)', 'sort=-created_at (the same)', 'email= (the first user, the last)'] as const
+
+interface ListedRow { id: number, name: string, created_at: string }
+
+/** The cursors after the 10th user and the 11th from the end of each order, found by `userAt(order by, offset)`. */
+async function positions (userAt: (order: string, offset: number) => Promise<ListedRow>): Promise<Positions> {
+  const after = async (sort: Sort, order: string) => ({
+    near: nextAfter({ sort, filters: {} }, await userAt(order, 9)),
+    deep: nextAfter({ sort, filters: {} }, await userAt(order, bigUsers - 11))
+  })
+  return { name: await after('name', 'name, id'), '-created_at': await after('-created_at', 'created_at desc, id desc') }
+}
+
+/** Each search's page near the start and its page at the end: both after a cursor, so that only the depth differs. */
+function searchWorkloads (size: number, at: Positions): Array<[Workload, Workload]> {
+  const page = (name: string, path: string): Workload => ({ name, method: 'GET', path, expect: 200 })
+  const sorted = (sort: 'name' | '-created_at'): [Workload, Workload] => [
+    page(`sort=${sort}, near the start`, `/users?limit=10&sort=${sort}&after=${at[sort].near}`),
+    page(`sort=${sort}, at the end`, `/users?limit=10&sort=${sort}&after=${at[sort].deep}`)
+  ]
+  return [
+    sorted('name'),
+    sorted('-created_at'),
+    [page('email=, the first user', '/users?email=user1@example.com'), page('email=, the last user', `/users?email=user${size}@example.com`)]
+  ]
+}
+
+/**
+ * `size` users in a schema of PostgreSQL's own at `url`, seeded as an operator loads users in bulk
+ * (docs/api.md): in one transaction with the count's trigger off, then counted, vacuumed and
+ * analysed; and the service on them.
+ */
+async function seededPostgres (url: string, size: number) {
+  const schema = 'bench_find_users'
+  const admin = new pg.Client({ connectionString: url })
+  await admin.connect()
+  await admin.query(`drop schema if exists ${schema} cascade; create schema ${schema}`)
+  const serviceUrl = `${url}${url.includes('?') ? '&' : '?'}options=${encodeURIComponent(`-c search_path=${schema}`)}`
+  const { db } = await createDatabase({ dialect: 'postgres', connectionString: serviceUrl, poolSize: 1 })
+  await migrateToLatest(db, 'postgres')
+  await db.destroy()
+  await admin.query(`set search_path = ${schema}`)
+  await admin.query(`begin; alter table users disable trigger count_users;
+    insert into users (name, email, created_at) select 'user' || i, 'user' || i || '@example.com',
+      to_char(timestamp '2026-01-01' + i * interval '1 millisecond', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') from generate_series(1, ${size}) as i;
+    alter table users enable trigger count_users;
+    update user_counts set total = (select count(*) from users where users.id % 16 = user_counts.shard); commit`)
+  await admin.query('vacuum analyze users, user_counts')
+  const at = await positions(async (order, offset) =>
+    (await admin.query<ListedRow>(`select id, name, created_at from users order by ${order} limit 1 offset ${offset}`)).rows[0]!)
+  const port = await freePort()
+  const server = await startServer('PostgreSQL', pin(0, [process.execPath, join(root, SERVER_BUNDLE)]), port, {
+    NODE_ENV: 'production', JWT_SECRET: 'bench-secret-of-thirty-two-bytes-or-more', LOG_LEVEL: 'warn', HOST: '127.0.0.1', PORT: String(port), DATABASE_URL: serviceUrl
+  })
+  return {
+    name: 'PostgreSQL',
+    server,
+    at,
+    close: async () => {
+      await admin.query(`drop schema ${schema} cascade`)
+      await admin.end()
+    }
+  }
 }
 
 const lines: string[] = []
@@ -480,9 +559,10 @@ for (const server of [service, baseline, ...Object.values(yardsticks), plainFast
 write(`The service's RSS at the end of its last round above: ${loadedRss.toFixed(1)} MB.`, '')
 
 // 4. The table-size sweep: the same workloads on a small and a big table, side by side.
-if (bigUsers > 0) {
+const bigSeed = bigUsers > 0 ? await seededDatabase(bigUsers) : undefined
+if (bigSeed !== undefined) {
   const small = await startService(`${users} users`, seed)
-  const big = await startService(`${bigUsers} users`, await seededDatabase(bigUsers))
+  const big = await startService(`${bigUsers} users`, bigSeed)
   write(`## Table size: ${users.toLocaleString('en')} and ${bigUsers.toLocaleString('en')} users`, '',
     `A lookup and a keyset page ${bigUsers > 20_000 ? '10,000 users from the end of the table' : 'halfway through the table'}; POST /users last, so that the others see the tables as seeded.`, '',
     `| workload | ${users} users req/s | p50 / p99 ms | ${bigUsers} users req/s | p50 / p99 ms | big ÷ small (target ≥ ${TABLE_TARGET}×) |`,
@@ -498,6 +578,36 @@ if (bigUsers > 0) {
   await stop(small)
   await stop(big)
 }
+// 5. Finding users: on each database, an order's first page beside its page at the last users.
+if (bigSeed !== undefined) {
+  const databases: Array<{ name: string, server: Server, at: Positions, close?: () => Promise<void> }> = []
+  const seeded = new Sqlite(bigSeed, { readonly: true })
+  const at = await positions(async (order, offset) => seeded.prepare<[], ListedRow>(`select id, name, created_at from users order by ${order} limit 1 offset ${offset}`).get()!)
+  seeded.close()
+  databases.push({ name: 'SQLite', server: await startService(`${bigUsers} users`, bigSeed), at })
+  if (values.postgres !== undefined) databases.push(await seededPostgres(values.postgres, bigUsers))
+  write(`## Finding users: ${bigUsers.toLocaleString('en')} users`, '',
+    'Each order\'s page of 10 after the 10th user beside its page at the last 10 users (both after a cursor, so that only the depth differs), ' +
+    'and a search by address for the first user beside one for the last' +
+    `${values.postgres === undefined ? ' (on SQLite; `--postgres <url>` adds PostgreSQL)' : ''}.`, '',
+    `| workload | ${databases.map(({ name }) => `${name} near req/s | ${name} end req/s | end ÷ near (target ≥ ${TABLE_TARGET}×)`).join(' | ')} |`,
+    `|---|${databases.map(() => '---:|---:|---:|').join('')}`)
+  for (const [index, name] of SEARCHES.entries()) {
+    const cells: string[] = []
+    for (const { server, at } of databases) {
+      const [first, last] = searchWorkloads(bigUsers, at)[index]!
+      const [firstSamples, lastSamples] = await compare([{ server, workload: first }, { server, workload: last }]) as [Sample[], Sample[]]
+      cells.push(`${summarise(firstSamples).rps.toFixed(0)} | ${summarise(lastSamples).rps.toFixed(0)} | ${mark(medianRatio(lastSamples, firstSamples), TABLE_TARGET)}`)
+    }
+    write(`| ${name} | ${cells.join(' | ')} |`)
+  }
+  write('')
+  for (const { server, close } of databases) {
+    await stop(server)
+    await close?.()
+  }
+}
+
 rmSync(folder, { recursive: true, force: true })
 
 writeFileSync(join(out, 'benchmark-run.md'), ['# Benchmark run', '', '![Requests/s at 50 connections](benchmark-run.svg)', '', ...lines].join('\n'))

@@ -10,7 +10,7 @@ import type { Config } from '../config/config.js'
 import { shedOnOverload } from './overload.js'
 import { limitRate } from './rate-limit.js'
 import { type HeaderSchema, type Responses, withHeaders } from './schemas.js'
-import { type Scope, tokenChecks } from './tokens.js'
+import { type PersonalDataTest, type Scope, tokenChecks } from './tokens.js'
 
 interface Guard {
   hook: onRequestHookHandler
@@ -23,6 +23,8 @@ interface Guard {
 export interface ProtectOptions {
   /** Whether load shedding and the rate limit apply; scrapes are exempt, since they matter most under load. */
   throttled?: boolean
+  /** For a read: whether this request reads personal data, which needs a token under `AUTH=writes` too. */
+  readsPersonalData?: PersonalDataTest
 }
 
 declare module 'fastify' {
@@ -42,9 +44,9 @@ async function guards (app: FastifyInstance, config: GuardConfig): Promise<void>
   const limit = config.rateLimit === undefined ? undefined : await limitRate(app, config.rateLimit)
   const tokenCheck = await tokenChecks(app, { mode: config.auth, scopes: config.authScopes, maxLifetimeMs: config.jwt.maxLifetimeMs, verification: config.jwt })
 
-  app.decorate('protect', (scope, route, { throttled = true } = {}) => {
+  app.decorate('protect', (scope, route, { throttled = true, readsPersonalData } = {}) => {
     const throttles: Guard[] = throttled ? [shed, ...(limit === undefined ? [] : [limit])] : []
-    const token = tokenCheck(scope)
+    const token = tokenCheck(scope, readsPersonalData)
     const declared = route.schema.response as Responses
     const responses = Object.assign({}, ...throttles.map((guard) => guard.responses), token?.responses, declared)
     const headers = Object.assign({}, ...throttles.map((guard) => guard.headers))

@@ -31,6 +31,9 @@ function describe (error: ErrorObject): { path: string, message: string } {
   if (error.keyword === 'pattern' && error.params.pattern === STORABLE_TEXT) {
     return { path: error.instancePath, message: 'must not contain the NUL character (U+0000) or an unpaired surrogate (U+D800–U+DFFF)' }
   }
+  if (error.keyword === 'enum') {
+    return { path: error.instancePath, message: `must be one of ${(error.params.allowedValues as unknown[]).join(', ')}` }
+  }
   return { path: error.instancePath, message: error.message ?? 'is invalid' }
 }
 

@@ -147,6 +147,9 @@ function grantedScopes (claims: { scope?: unknown, scp?: unknown }): Set<string>
 
 export interface TokenRules { mode: AuthMode, scopes: boolean, maxLifetimeMs: number, verification: TokenConfig }
 
+/** Whether a request reads personal data (an address): under `AUTH=writes`, such a read needs a token too. */
+export type PersonalDataTest = (request: FastifyRequest) => boolean
+
 /** The checks of a route that asks for a token, and the answers and security they declare. */
 export interface TokenCheck {
   hooks: onRequestHookHandler[]
@@ -156,9 +159,10 @@ export interface TokenCheck {
 
 /**
  * Registers @fastify/jwt and gives, for a route's scope, the checks of its token under `AUTH`
- * (undefined where it needs none): the token, then with `AUTH_SCOPES=on` the scope.
+ * (undefined where it needs none): the token, then with `AUTH_SCOPES=on` the scope. A read that
+ * can show personal data runs them under `AUTH=writes` too, when `readsPersonalData` says so.
  */
-export async function tokenChecks (app: FastifyInstance, { mode, scopes, maxLifetimeMs, verification }: TokenRules): Promise<(scope: Scope) => TokenCheck | undefined> {
+export async function tokenChecks (app: FastifyInstance, { mode, scopes, maxLifetimeMs, verification }: TokenRules): Promise<(scope: Scope, readsPersonalData?: PersonalDataTest) => TokenCheck | undefined> {
   const { checkHeader, provider } = await verifyTokensWith(app, verification)
   // The provider's keys are fetched as the service starts, so that a wrong URL is said at once.
   if (mode !== 'off' && provider !== undefined) await provider.load()
@@ -208,12 +212,17 @@ export async function tokenChecks (app: FastifyInstance, { mode, scopes, maxLife
   const refused = errorResponse('Missing, malformed, expired or wrongly signed bearer token, or one that lives longer than `JWT_MAX_LIFETIME`. ' +
     'Checked before the body is read: such a request is answered 401 whatever its body, never 400, 413 or 415.', { 'WWW-Authenticate': WWW_AUTHENTICATE })
   const lacksScope = (scope: Scope) => errorResponse(`The token is valid but does not grant \`${scope}\` (in \`scope\` or \`scp\`).`, { 'WWW-Authenticate': WWW_AUTHENTICATE })
-  return (scope) => {
-    if (mode === 'off' || (mode === 'writes' && scope === 'users:read')) return undefined
-    return {
-      hooks: scopes ? [verifyBearerToken, requireScope(scope)] : [verifyBearerToken],
-      responses: { 401: refused, ...(scopes && { 403: lacksScope(scope) }) },
-      security: [{ [SECURITY_SCHEME]: scopes ? [scope] : [] }]
+  return (scope, readsPersonalData) => {
+    if (mode === 'off') return undefined
+    const checks = scopes ? [verifyBearerToken, requireScope(scope)] : [verifyBearerToken]
+    const responses = { 401: refused, ...(scopes && { 403: lacksScope(scope) }) }
+    const security = [{ [SECURITY_SCHEME]: scopes ? [scope] : [] }]
+    if (mode === 'all' || scope === 'users:write') return { hooks: checks, responses, security }
+    if (readsPersonalData === undefined) return undefined
+    // AUTH=writes: a read is open to anyone unless it reads personal data.
+    const whenPersonal = (check: (request: FastifyRequest) => Promise<void>) => async (request: FastifyRequest): Promise<void> => {
+      if (readsPersonalData(request)) await check(request)
     }
+    return { hooks: checks.map(whenPersonal), responses, security: [{}, ...security] }
   }
 }

@@ -1,6 +1,9 @@
 /** The tables, as Kysely sees them; row types are derived, never written twice. */
 import type { Generated, Insertable, Selectable } from 'kysely'
 
+/** Ids are 32-bit on PostgreSQL (`integer`); the same bound holds on SQLite. */
+export const MAX_USER_ID = 2_147_483_647
+
 export interface UsersTable {
   id: Generated<number>
   name: string

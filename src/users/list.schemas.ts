@@ -1,22 +1,72 @@
 /** The contract of `GET /users`. */
 import { Type } from 'typebox'
-import { type HeaderSchema, refTo } from '../http/schemas.js'
-import { After, databaseUnavailable, ETAG, IfNoneMatch, invalid, Limit, MAX_OFFSET, notModified, Offset, UserSummary } from './user.schemas.js'
+import { errorResponse, type HeaderSchema, refTo } from '../http/schemas.js'
+import { LISTED_FIELDS, SORTS } from './list-query.js'
+import { databaseUnavailable, Email, ETAG, IfNoneMatch, Limit, MAX_OFFSET, Name, notModified, Offset, UserSummary } from './user.schemas.js'
 
 const LINK: HeaderSchema = {
   type: 'string',
-  description: 'RFC 8288 links: `rel="first"`, and `rel="next"` (the users after this page, by `after`) when the page is full.'
+  description: 'RFC 8288 links: `rel="first"`, and `rel="next"` (the users after this page, by `after`) when the page is full. ' +
+    'Both repeat the request\'s `sort`, filters, `fields` and `count`.'
 }
-const TOTAL_COUNT: HeaderSchema = { type: 'integer', description: 'How many users are stored in all.' }
+const TOTAL_COUNT: HeaderSchema = {
+  type: 'integer',
+  description: 'How many users are stored in all, kept as users come and go. With a filter, how many it matches, and only with `count=exact`.',
+  required: false
+}
+
+const FIELD_LIST = `(${LISTED_FIELDS.join('|')})`
+
+const ListParameters = Type.Object({
+  limit: Limit(100),
+  offset: Offset,
+  after: Type.Optional(Type.String({
+    pattern: '^[A-Za-z0-9_-]+$',
+    maxLength: 4096,
+    description: 'Where the page starts (keyset pagination: every page costs the same, however deep): sorted by id, after the user with this id; ' +
+      'sorted otherwise, after the cursor `Link` gives, which holds its sort and search and is refused (400) with any other. ' +
+      'With `offset`, that many more are skipped after it.',
+    examples: ['100']
+  })),
+  sort: Type.Enum(SORTS, {
+    default: 'id',
+    description: 'The order: by `id`, `name` (by Unicode code point, so `Zoe` before `ada`) or `created_at`, ascending, or descending with `-`. ' +
+      'Users with the same name or time come in id order (descending with `-`).'
+  }),
+  email: Type.Optional(Type.Unsafe<string>({
+    ...Email,
+    description: 'Only the users with this address, whatever the case of its letters (`Ada@Example.COM` finds `ada@example.com`). ' +
+      'Under `AUTH=writes` this needs a token, as under `AUTH=all`; under `AUTH_SCOPES=on`, one with `users:read`.'
+  })),
+  name: Type.Optional(Type.Unsafe<string>({ ...Name, description: 'Only the users with exactly this name (case and all).' })),
+  name_prefix: Type.Optional(Type.Unsafe<string>({
+    ...Name,
+    description: 'Only the users whose name starts with this text (case and all). Not with `name`.',
+    examples: ['Ad']
+  })),
+  created_after: Type.Optional(Type.String({ format: 'date-time', description: 'Only the users stored after this time (RFC 3339; to the millisecond).', examples: ['2026-12-01T00:00:00Z'] })),
+  created_before: Type.Optional(Type.String({ format: 'date-time', description: 'Only the users stored before this time (RFC 3339; to the millisecond).', examples: ['2026-12-02T00:00:00Z'] })),
+  fields: Type.Optional(Type.String({
+    pattern: `^${FIELD_LIST}(,${FIELD_LIST})*$`,
+    description: `The members of each user, comma-separated, from ${LISTED_FIELDS.map((field) => `\`${field}\``).join(', ')}; by default \`id,name\`. ` +
+      '`email` needs a token under `AUTH=writes`, as the `email` filter does.',
+    examples: ['id,name,email']
+  })),
+  count: Type.Optional(Type.Enum(['exact'], {
+    description: '`exact`: with a filter, `X-Total-Count` counts the users it matches, which costs a read of each of them. ' +
+      'Without a filter the total is always sent, and costs the same at any size.'
+  }))
+})
 
 export const ListUsersSchema = {
-  summary: 'List stored users',
-  description: 'Users in ascending `id` order, one page at a time: by `after` (the last id of the page before; every page costs the ' +
-    `same) or by \`offset\` (at most ${MAX_OFFSET}; deeper pages are reached by \`after\`). \`Link\` gives ` +
-    'the next page and the first; `X-Total-Count` holds how many users there are in all.',
+  summary: 'List, find and sort stored users',
+  description: 'Users in ascending `id` order, or by `sort`, one page at a time: by `after` (every page costs the ' +
+    `same) or by \`offset\` (at most ${MAX_OFFSET}; deeper pages are reached by \`after\`). Filters narrow the list: ` +
+    '`email`, `name` or `name_prefix`, `created_after` and `created_before`, each served by an index. `Link` gives ' +
+    'the next page and the first; `X-Total-Count` holds how many users there are in all, or, with `count=exact`, how many the filters match.',
   operationId: 'listUsers',
   tags: ['users'],
-  querystring: Type.Object({ limit: Limit(100), offset: Offset, after: Type.Optional(After) }),
+  querystring: ListParameters,
   headers: IfNoneMatch,
   response: {
     200: Type.Array(refTo(UserSummary), {
@@ -25,7 +75,8 @@ export const ListUsersSchema = {
       headers: { 'X-Total-Count': TOTAL_COUNT, Link: LINK, ETag: ETAG }
     }),
     304: notModified,
-    400: invalid,
+    400: errorResponse('The request fails its schema, `after` is no id or cursor of this sort and search, or it has both `name` and `name_prefix`; ' +
+      'the message names the parameter, and `details` lists each failure.'),
     503: databaseUnavailable
   }
 }

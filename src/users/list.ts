@@ -1,28 +1,49 @@
-/** `GET /users`: stored users in id order, a page at a time (seed §4.3). */
+/** `GET /users`: stored users a page at a time, in id order (seed §4.3), or found and sorted. */
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 
 import { conditionalGet } from '../http/conditional-get.js'
 import { ListUsersSchema } from './list.schemas.js'
+import { type ListedField, type ListParameters, nextAfter, readsEmail, sortKey, userQuery, type UserQuery } from './list-query.js'
+import type { ListedUser } from './repository.js'
+
+/** The parameters `Link` repeats, in this order, with `after` last. */
+const REPEATED = ['limit', 'sort', 'email', 'name', 'name_prefix', 'created_after', 'created_before', 'fields', 'count'] as const
 
 /**
- * RFC 8288 links: `first`, and `next` after this page's last id when the page is full, so that
+ * RFC 8288 links: `first`, and `next` after this page's last user when the page is full, so that
  * every page costs the same.
  */
-function pageLinks (limit: number, users: Array<{ id: number }>): string {
-  const links = [`</users?limit=${limit}>; rel="first"`]
+function pageLinks (parameters: ListParameters, query: UserQuery, users: ListedUser[]): string {
+  const given = REPEATED.flatMap((name) => {
+    const value = parameters[name]
+    // The default order goes unsaid, so that the seed's links stay as they are.
+    return value === undefined || (name === 'sort' && value === 'id') ? [] : [`${name}=${encodeURIComponent(value)}`]
+  })
+  const first = `/users?${given.join('&')}`
+  const links = [`<${first}>; rel="first"`]
   const last = users.at(-1)
-  if (users.length === limit && last !== undefined) links.unshift(`</users?limit=${limit}&after=${last.id}>; rel="next"`)
+  if (users.length === query.limit && last !== undefined) links.unshift(`<${first}&after=${nextAfter(query, last)}>; rel="next"`)
   return links.join(', ')
 }
 
-const listUsers: FastifyPluginAsyncTypebox = async (app) => {
-  app.get('/users', app.protect('users:read', { schema: ListUsersSchema, onSend: conditionalGet }), async (request, reply) => {
-    const { limit, offset, after } = request.query
+/** Each user with only the members asked for: a page also reads its users' ids and sort keys, for `Link`. */
+function withFields (users: ListedUser[], { fields, sort }: UserQuery): ListedUser[] {
+  const unasked = [...new Set(['id', sortKey(sort)])].filter((field) => !fields.includes(field as ListedField)) as ListedField[]
+  if (unasked.length === 0) return users
+  return users.map((user) => {
+    const shown = { ...user }
+    for (const field of unasked) delete shown[field]
+    return shown
+  })
+}
 
-    const { users, total } = await app.users.list({ limit, offset, after })
-    reply.header('x-total-count', total)
-    reply.header('link', pageLinks(limit, users))
-    return users
+const listUsers: FastifyPluginAsyncTypebox = async (app) => {
+  app.get('/users', app.protect('users:read', { schema: ListUsersSchema, onSend: conditionalGet }, { readsPersonalData: (request) => readsEmail(request.query as object) }), async (request, reply) => {
+    const query = userQuery(request.query)
+    const { users, total } = await app.users.list(query)
+    if (total !== undefined) reply.header('x-total-count', total)
+    reply.header('link', pageLinks(request.query, query, users))
+    return withFields(users, query)
   })
 }
 

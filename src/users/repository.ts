@@ -1,10 +1,8 @@
 /** Storage of user records: plain functions over `db`, the only module that writes SQL for them. */
-import { sql, type CompiledQuery, type Kysely } from 'kysely'
+import { sql, type CompiledQuery, type Expression, type ExpressionBuilder, type Kysely, type SqlBool } from 'kysely'
 import { createUserOnce, forgetIdempotencyKeys, type IdempotencyKey } from './idempotency-keys.js'
+import { hasFilters, type ListedField, sortKey, type UserFilters, type UserQuery } from './list-query.js'
 import type { Database, NewUser, UserRow } from '../storage/schema.js'
-
-/** Ids are 32-bit on PostgreSQL (`integer`); the same bound holds on SQLite. */
-export const MAX_USER_ID = 2_147_483_647
 
 export type UserSummary = Pick<UserRow, 'id' | 'name'>
 /** A user as looked up, with the version its ETag is made of. */
@@ -17,13 +15,6 @@ export type ExpectedVersions = 'any' | number[]
 
 /** What a change or an erasure found: the user as it is now, no such user, or another version of it. */
 export type WriteOutcome<Done> = Done | 'missing' | 'stale'
-
-/** A page: `limit` users after the id `after` (keyset), or after skipping `offset` of them. */
-export interface Page {
-  limit: number
-  offset: number
-  after?: number | undefined
-}
 
 /**
  * The most frequent queries, built and compiled once for each database and run with each call's
@@ -103,17 +94,82 @@ const pageAt = compiledOnce((db) => pageOf(db).orderBy('id').limit(0).offset(0).
 /** after, limit, offset */
 const pageAfter = compiledOnce((db) => pageOf(db).where('id', '>', 0).orderBy('id').limit(0).offset(0).compile())
 
+/** A listed user: the members asked for, and those its page's order needs. */
+export type ListedUser = Partial<Pick<UserRow, ListedField>> & { id: number }
+
+/** The conditions of the filters, each one that an index serves. */
+function matching (eb: ExpressionBuilder<Database, 'users'>, filters: UserFilters): Expression<SqlBool> {
+  const conditions: Array<Expression<SqlBool>> = []
+  if (filters.email !== undefined) conditions.push(eb(eb.fn<string>('lower', ['email']), '=', filters.email))
+  if (filters.name !== undefined) conditions.push(eb('name', '=', filters.name))
+  if (filters.namePrefix !== undefined) {
+    conditions.push(eb('name', '>=', filters.namePrefix))
+    const end = prefixEnd(filters.namePrefix)
+    if (end !== undefined) conditions.push(eb('name', '<', end))
+  }
+  if (filters.createdAfter !== undefined) conditions.push(eb('created_at', '>', filters.createdAfter))
+  if (filters.createdBefore !== undefined) conditions.push(eb('created_at', '<', filters.createdBefore))
+  return eb.and(conditions)
+}
+
 /**
- * One page in ascending id order, and how many users there are in all, asked for together: on
- * SQLite they go in one batch, and so one snapshot, unless more reads wait than a batch carries.
+ * The least text after every text that starts with `prefix`, by code point (the order of both
+ * databases' names), or undefined when there is none: the prefix with its last character raised.
  */
-export async function listUsers (db: Kysely<Database>, { limit, offset, after }: Page): Promise<{ users: UserSummary[], total: number }> {
-  const [users, [count]] = await Promise.all([
-    after === undefined ? pageAt(db, limit, offset) : pageAfter(db, after, limit, offset),
-    userTotal(db)
+export function prefixEnd (prefix: string): string | undefined {
+  const points = Array.from(prefix, (character) => character.codePointAt(0)!)
+  while (points.length > 0) {
+    const raised = points.pop()! + 1
+    if (raised <= 0x10FFFF) return String.fromCodePoint(...points, raised === 0xD800 ? 0xE000 : raised)
+  }
+  return undefined
+}
+
+/**
+ * A page of the query: its filters, then after its position in its order (sort key, then id), so
+ * that each page is one range of one index however deep it is (migrations/2026-12-02-searchable-users.ts).
+ */
+export function pageQuery (db: Kysely<Database>, { filters, sort, limit, offset, after, fields }: UserQuery) {
+  const key = sortKey(sort)
+  const direction = sort.startsWith('-') ? 'desc' : 'asc'
+  const beyond = direction === 'asc' ? '>' : '<'
+  const columns = [...new Set<ListedField>(['id', ...fields, ...(key === 'id' ? [] : [key])])]
+  return db.selectFrom('users').select(columns)
+    .$if(hasFilters(filters), (query) => query.where((eb) => matching(eb, filters)))
+    .$if(after !== undefined, (query) => query.where((eb) => key === 'id'
+      ? eb('id', beyond, after!.id)
+      : eb(eb.refTuple(key, 'id'), beyond, eb.tuple(String(after!.key), after!.id))))
+    .$if(key !== 'id', (query) => query.orderBy(key, direction))
+    .orderBy('id', direction)
+    .limit(limit)
+    .offset(offset)
+}
+
+/** How many users the filters match: a count of what the filter's index finds. */
+async function countMatching (db: Kysely<Database>, filters: UserFilters): Promise<number> {
+  const { total } = await db.selectFrom('users').select((eb) => eb.fn.countAll<number | string>().as('total'))
+    .where((eb) => matching(eb, filters)).executeTakeFirstOrThrow()
+  return Number(total)
+}
+
+/** The query's page as the seed shows it: by id, unfiltered, `id` and `name`; compiled once. */
+const isPlainPage = ({ filters, sort, fields }: UserQuery) =>
+  sort === 'id' && !hasFilters(filters) && fields.length === 2 && fields[0] === 'id' && fields[1] === 'name'
+
+/**
+ * One page, and the total: all users, kept by triggers; the filtered ones when asked (a count of
+ * the matches); else none. Asked for together: on SQLite they go in one batch, and so one snapshot,
+ * unless more reads wait than a batch carries.
+ */
+export async function listUsers (db: Kysely<Database>, query: UserQuery): Promise<{ users: ListedUser[], total: number | undefined }> {
+  const { limit, offset, after } = query
+  const filtered = hasFilters(query.filters)
+  const [users, total] = await Promise.all([
+    !isPlainPage(query) ? pageQuery(db, query).execute() : after === undefined ? pageAt(db, limit, offset) : pageAfter(db, after.id, limit, offset),
+    // PostgreSQL returns a sum of integers as a bigint, in a string.
+    !filtered ? userTotal(db).then(([count]) => Number(count!.total)) : query.countFiltered ? countMatching(db, query.filters) : undefined
   ])
-  // PostgreSQL returns a sum of integers as a bigint, in a string.
-  return { users, total: Number(count!.total) }
+  return { users, total }
 }
 
 /** The repository the routes use, over one database. */
@@ -125,7 +181,7 @@ export function usersRepository (db: Kysely<Database>) {
     findById: async (id: number) => await findUser(db, id),
     update: async (id: number, changes: UserChanges, expected: ExpectedVersions) => await updateUser(db, id, changes, expected),
     delete: async (id: number, expected: ExpectedVersions) => await deleteUser(db, id, expected),
-    list: async (page: Page) => await listUsers(db, page)
+    list: async (query: UserQuery) => await listUsers(db, query)
   }
 }
 

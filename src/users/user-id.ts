@@ -2,7 +2,8 @@
  * How a user is named in a URL, and how its version is named in an ETag: `"<id>.<version>"`, a
  * strong tag that every change to the stored user, shown or not, replaces (RFC 9110 §8.8.3).
  */
-import { MAX_USER_ID, type ExpectedVersions } from './repository.js'
+import { MAX_USER_ID } from '../storage/schema.js'
+import type { ExpectedVersions } from './repository.js'
 
 /** Only the canonical decimal form names a user, so each user has exactly one URL. */
 const CANONICAL_ID = /^[1-9][0-9]{0,9}$/

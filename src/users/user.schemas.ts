@@ -3,7 +3,7 @@
  * of them give. Each route's own schema is beside it.
  */
 import { Type } from 'typebox'
-import { MAX_USER_ID } from './repository.js'
+import { MAX_USER_ID } from '../storage/schema.js'
 import { STORABLE_TEXT } from '../http/request-validation.js'
 import { errorResponse, type HeaderSchema, RETRY_AFTER } from '../http/schemas.js'
 
@@ -11,12 +11,6 @@ export const Limit = (defaultValue: number) => Type.Integer({ minimum: 1, maximu
 /** The database reads every user it skips, so an offset is bounded as a page is. */
 export const MAX_OFFSET = 10_000
 export const Offset = Type.Integer({ minimum: 0, maximum: MAX_OFFSET, default: 0, description: `Users to skip, at most ${MAX_OFFSET}.` })
-export const After = Type.Integer({
-  minimum: 0,
-  maximum: MAX_USER_ID,
-  description: 'Start after the user with this id (keyset pagination: every page costs the same, however deep). With `offset`, that many more are skipped after it.',
-  examples: [100]
-})
 export const UserPath = Type.Object({
   id: Type.String({ description: 'The user\'s integer id, in decimal.', examples: ['1'] })
 })
@@ -24,14 +18,14 @@ export const IfNoneMatch = Type.Object({
   'if-none-match': Type.Optional(Type.String({ description: 'ETags from earlier answers; if one is current, the answer is 304 with no body.' }))
 })
 
-const Name = Type.String({
+export const Name = Type.String({
   minLength: 1,
   maxLength: 200,
   pattern: STORABLE_TEXT,
   description: 'Any Unicode text without the NUL character (U+0000). An unpaired surrogate (`\\ud800` with no partner) is not Unicode text and is refused.',
   examples: ['Ada']
 })
-const Email = Type.String({
+export const Email = Type.String({
   format: 'email',
   maxLength: 254,
   description: 'An RFC 5321 mailbox, as JSON Schema defines `format: email`: `q@test`, `"q"@example.com` and `a@[127.0.0.1]` are accepted; ' +
@@ -43,9 +37,16 @@ const Email = Type.String({
 const PROTOTYPE_KEYS = 'A `__proto__` key, or a `constructor` key holding `prototype`, anywhere in the body is refused (400), as a guard against prototype poisoning.'
 
 export const UserSummary = Type.Object({
-  id: Type.Integer({ minimum: 1, maximum: MAX_USER_ID, examples: [1] }),
-  name: Name
-}, { $id: 'UserSummary', additionalProperties: false, description: 'A stored user as lists show it.', examples: [{ id: 1, name: 'Ada' }] })
+  id: Type.Optional(Type.Integer({ minimum: 1, maximum: MAX_USER_ID, examples: [1] })),
+  name: Type.Optional(Name),
+  email: Type.Optional(Type.String({ description: 'The address as stored.', examples: ['ada@example.com'] })),
+  created_at: Type.Optional(Type.String({ format: 'date-time', description: 'When the user was stored: UTC, to the millisecond.', examples: ['2026-12-02T13:21:41.118Z'] }))
+}, {
+  $id: 'UserSummary',
+  additionalProperties: false,
+  description: 'A stored user as lists show it: `id` and `name`, or the members `fields` names.',
+  examples: [{ id: 1, name: 'Ada' }]
+})
 
 export const User = Type.Object({
   id: Type.String({ description: 'The id exactly as given in the path.', examples: ['1'] }),

@@ -57,6 +57,27 @@ test('AUTH=writes: every POST, PATCH and DELETE needs a bearer token; reads do n
   assert.equal((await app.inject('/')).statusCode, 200)
 })
 
+test('AUTH=writes: a list that reads addresses, by the email filter or field, needs a token; under AUTH_SCOPES=on, users:read', async (t) => {
+  const app = await appWith(t, 'writes')
+  assert.equal((await app.inject({ method: 'POST', url: '/users', payload: ada, headers: bearer(token()) })).statusCode, 201)
+  for (const url of ['/users?email=ada@example.com', '/users?fields=id,email', '/users?fields=email&sort=name', '/users?email=not-an-address']) {
+    assertUnauthorized(await app.inject(url), /^Missing bearer token/)
+    assertUnauthorized(await app.inject({ url, headers: bearer('not.a.token') }))
+  }
+  assert.deepEqual((await app.inject({ url: '/users?email=ADA@example.com&fields=id,email', headers: bearer(token()) })).json(), [{ id: 1, email: 'ada@example.com' }])
+  for (const url of ['/users?name=Ada', '/users?fields=id,name,created_at&sort=-created_at', '/users?name_prefix=email']) {
+    assert.equal((await app.inject(url)).statusCode, 200, `${url} reads no address`)
+  }
+
+  const scoped = await appWith(t, 'writes', { AUTH_SCOPES: 'on' })
+  const writer = bearer(token({ sub: 'alice', scope: 'users:write' }))
+  const refused = await scoped.inject({ url: '/users?email=ada@example.com', headers: writer })
+  assert.equal(refused.statusCode, 403)
+  assert.equal(refused.headers['www-authenticate'], 'Bearer realm="api", error="insufficient_scope", scope="users:read"')
+  assert.equal((await scoped.inject({ url: '/users?fields=email', headers: bearer(token({ sub: 'alice', scope: 'users:read' })) })).statusCode, 200)
+  assert.equal((await scoped.inject('/users')).statusCode, 200, 'a list without addresses is open')
+})
+
 test('a protected route checks the token before the body: no 400, 413 or 415 comes before the 401', async (t) => {
   const app = await appWith(t, 'writes', { BODY_LIMIT: '1024' })
   const refused = [
@@ -279,15 +300,17 @@ describe('the OpenAPI document follows AUTH', () => {
     assert.deepEqual(secured(doc), [])
   })
 
-  test('AUTH=writes marks exactly the operations that write (POST, PATCH, DELETE), with the bearer scheme and a 401', async (t) => {
+  test('AUTH=writes marks the operations that write (POST, PATCH, DELETE) and, as optional, the list that can read addresses, with the bearer scheme and a 401', async (t) => {
     const doc = await document(t, 'writes')
     assert.deepEqual(doc.components.securitySchemes.bearerAuth, {
       type: 'http', scheme: 'bearer', bearerFormat: 'JWT', description: doc.components.securitySchemes.bearerAuth.description
     })
-    assert.deepEqual(secured(doc), ['delete /users/{id}', 'patch /users/{id}', 'post /users', 'post /users/{id}'])
+    assert.deepEqual(secured(doc), ['delete /users/{id}', 'get /users', 'patch /users/{id}', 'post /users', 'post /users/{id}'])
     assert.deepEqual(doc.paths['/users'].post.security, [{ bearerAuth: [] }])
     assert.ok(doc.paths['/users'].post.responses['401'])
-    assert.equal(doc.paths['/users'].get.responses['401'], undefined)
+    assert.deepEqual(doc.paths['/users'].get.security, [{}, { bearerAuth: [] }], 'a list needs a token only to read addresses')
+    assert.ok(doc.paths['/users'].get.responses['401'])
+    assert.equal(doc.paths['/users/{id}'].get.responses['401'], undefined)
   })
 
   test('AUTH=all marks every API operation and /metrics, but not health and readiness', async (t) => {

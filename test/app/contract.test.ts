@@ -86,6 +86,7 @@ const cases: Case[] = [
   ...Object.entries(valid).map(([operationId, request]): Case => ({ operationId, status: 500, request: fault('bug', request) })),
   { operationId: 'customHello', status: 400, request: { url: '/custom?age=abc' } },
   { operationId: 'listUsers', status: 400, request: { url: '/users?limit=0' } },
+  { operationId: 'listUsers', status: 401, request: { url: '/users?email=ada@example.com' } },
   { operationId: 'getUser', status: 400, request: { url: '/users/%zz' } },
   { operationId: 'getUser', status: 404, request: { url: '/users/999' } },
   { operationId: 'getUser', status: 304, before: valid.getUser, ifUnchanged: true, request: valid.getUser! },
