@@ -27,6 +27,7 @@ import health from './routes/health.js'
 import metrics from './routes/metrics.js'
 import root from './routes/root.js'
 import users, { repository as usersRepository } from './users/index.js'
+import events, { UserEvent, webhooksDocument } from './events/index.js'
 import type { Tracing } from './process/tracing.js'
 import { ErrorSchema } from './http/schemas.js'
 import { statusSchemas } from './routes/health.schemas.js'
@@ -55,7 +56,7 @@ export async function buildApp (config: Config, options: BuildOptions = {}): Pro
     schemaController
   }).withTypeProvider<TypeBoxTypeProvider>()
   // The schemas routes refer to by `$id`, named once so that the document and generated clients share them.
-  registerSchemas(app, [ErrorSchema, ...statusSchemas, ...greetingSchemas, ...userSchemas])
+  registerSchemas(app, [ErrorSchema, ...statusSchemas, ...greetingSchemas, ...userSchemas, UserEvent])
 
   await app.register(edge, { maxConnections: config.maxConnections, bodyLimit: config.bodyLimit })
   if (options.tracing !== undefined) await app.register(options.tracing.plugin)
@@ -67,7 +68,7 @@ export async function buildApp (config: Config, options: BuildOptions = {}): Pro
   await app.register(requestContext)
   await app.register(cors, { origin: config.corsOrigin })
   await app.register(unknownPathsAtOnce)
-  await app.register(swagger, { auth: config.auth, signedBy: config.jwt.keys.kind })
+  await app.register(swagger, { auth: config.auth, signedBy: config.jwt.keys.kind, webhooks: webhooksDocument })
   await app.register(storage, { database: config.database, traced: options.tracing !== undefined })
   await app.register(usersRepository)
   await app.register(exposure, { production: config.production, auth: config.auth, rateLimit: config.rateLimit, metrics: config.metrics, metricsPort: config.metricsPort })
@@ -76,6 +77,7 @@ export async function buildApp (config: Config, options: BuildOptions = {}): Pro
   await app.register(guards, { overload: config.overload, rateLimit: config.rateLimit, auth: config.auth, authScopes: config.authScopes, jwt: config.jwt })
   await app.register(root)
   await app.register(users, { idempotencyKeyTtlMs: config.idempotencyKeyTtlMs, requireIfMatch: config.requireIfMatch })
+  await app.register(events, { config: config.events, dialect: config.database.dialect })
   await app.register(health)
   if (config.metrics && config.metricsPort === undefined) await app.register(metrics)
   // Pages for a browser, under helmet's headers and the bound on files sent at once.

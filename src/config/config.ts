@@ -6,6 +6,7 @@ import { existsSync } from 'node:fs'
 import { Type, type Static } from 'typebox'
 import { createCoercingAjv } from '../validation/ajv.js'
 import { ConfigError } from './config-error.js'
+import { type EventsConfig, parseEventsConfig } from './events.js'
 import { connectionLimit, heapToShedAt } from './limits.js'
 import { DEFAULT_MAX_LIFETIME, parseTokenConfig, type TokenConfig } from './tokens.js'
 import { type DatabaseConfig, DURATION, parseDatabaseUrl, parseDuration, parseOrigins, parseTrustProxy } from './values.js'
@@ -49,6 +50,12 @@ const EnvSchema = Type.Object({
   REQUIRE_IF_MATCH: Type.Enum(['on', 'off'], { default: 'off' }),
   SHUTDOWN_DRAIN_MS: Type.Optional(Type.Integer({ minimum: 0, maximum: 600_000 })),
   REDIS_URL: Type.Optional(Type.String({ pattern: '^rediss?://' })),
+  EVENTS_RETENTION: Type.String({ pattern: DURATION.source, default: '7d' }),
+  EVENTS_HEARTBEAT_MS: Type.Integer({ minimum: 100, maximum: 3_600_000, default: 15_000 }),
+  WEBHOOK_URLS: Type.Optional(Type.String({ minLength: 1 })),
+  WEBHOOK_SECRET: Type.Optional(Type.String({ minLength: 1 })),
+  WEBHOOK_RETRY_FOR: Type.String({ pattern: DURATION.source, default: '24h' }),
+  WEBHOOK_RETRY_BASE_MS: Type.Integer({ minimum: 1, maximum: 3_600_000, default: 1000 }),
   // OpenTelemetry's standard variables: either endpoint turns tracing on; the exporter reads them.
   OTEL_EXPORTER_OTLP_ENDPOINT: Type.Optional(Type.String({ minLength: 1 })),
   OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: Type.Optional(Type.String({ minLength: 1 })),
@@ -110,10 +117,12 @@ export interface Config {
   shutdownDrainMs: number
   /** Traces over OTLP, with the service's name in them; undefined when off. */
   tracing: { serviceName: string } | undefined
+  /** The change feed: how long events are kept, and the webhooks. */
+  events: EventsConfig
 }
 
 /** Never echoed in an error message: they may hold credentials. */
-const SECRET_VARIABLES = new Set(['DATABASE_URL', 'JWT_SECRET', 'REDIS_URL'])
+const SECRET_VARIABLES = new Set(['DATABASE_URL', 'JWT_SECRET', 'REDIS_URL', 'WEBHOOK_URLS', 'WEBHOOK_SECRET'])
 
 const validateEnv = createCoercingAjv().compile<Env>(EnvSchema)
 
@@ -193,6 +202,7 @@ export function loadConfig (environment: Record<string, string | undefined>): Co
     shutdownDrainMs: parsed.SHUTDOWN_DRAIN_MS ?? (production ? DEFAULT_DRAIN_MS : 0),
     tracing: parsed.OTEL_EXPORTER_OTLP_ENDPOINT === undefined && parsed.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT === undefined
       ? undefined
-      : { serviceName: parsed.OTEL_SERVICE_NAME }
+      : { serviceName: parsed.OTEL_SERVICE_NAME },
+    events: parseEventsConfig(parsed)
   }
 }

@@ -5,6 +5,7 @@
 import swagger, { type SwaggerTransform, type SwaggerTransformObject } from '@fastify/swagger'
 import type { FastifyInstance, FastifySchema } from 'fastify'
 import fp from 'fastify-plugin'
+import type { OpenAPIV3_1 as OpenApi31 } from 'openapi-types'
 import type { AuthMode } from '../config/config.js'
 import type { TokenKeys } from '../config/tokens.js'
 import { errorResponse, type Responses, withHeaders } from './schemas.js'
@@ -56,7 +57,10 @@ const headersRequired: SwaggerTransformObject = (document) => {
   return document.openapiObject
 }
 
-async function docs (app: FastifyInstance, options: { auth: AuthMode, signedBy: TokenKeys['kind'] }): Promise<void> {
+/** OpenAPI 3.1's `webhooks`: requests the service makes, described as the document holds them. */
+export type Webhooks = NonNullable<OpenApi31.Document['webhooks']>
+
+async function docs (app: FastifyInstance, options: { auth: AuthMode, signedBy: TokenKeys['kind'], webhooks: Webhooks }): Promise<void> {
   await app.register(swagger, {
     transform,
     transformObject: headersRequired,
@@ -72,6 +76,8 @@ async function docs (app: FastifyInstance, options: { auth: AuthMode, signedBy: 
         contact: { name: 'The team that runs this service' }
       },
       servers: [{ url: '/', description: 'This service' }],
+      // What the service posts to others (OpenAPI 3.1): not routes of its own, so described as given.
+      webhooks: options.webhooks,
       // Public unless an operation says otherwise: the protected ones name the scheme below.
       security: [],
       ...(options.auth !== 'off' && {
@@ -90,6 +96,7 @@ async function docs (app: FastifyInstance, options: { auth: AuthMode, signedBy: 
       }),
       tags: [
         { name: 'users', description: 'Stored user records, and the validation showcase.' },
+        { name: 'events', description: 'The change feed: every user created, changed or deleted, as Server-Sent Events and as webhooks.' },
         { name: 'greeting', description: 'Greeting and query-string demonstration.' },
         { name: 'operations', description: 'Liveness and readiness for orchestrators.' }
       ]

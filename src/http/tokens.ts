@@ -126,8 +126,8 @@ async function verifyTokensWith (app: FastifyInstance, config: TokenConfig): Pro
 
 export const SECURITY_SCHEME = 'bearerAuth'
 
-/** What a route asks of its caller's token: `users:write` for a write, `users:read` for a read. */
-export type Scope = 'users:read' | 'users:write'
+/** What a route asks of its caller's token: `users:write` for a write, `users:read` for a read, `events:read` to follow changes. */
+export type Scope = 'users:read' | 'users:write' | 'events:read'
 
 const WWW_AUTHENTICATE: HeaderSchema = {
   type: 'string',

@@ -14,6 +14,7 @@ import { changingUsers } from './migrations/2026-11-29-changing-users.js'
 import { readinessProbe } from './migrations/2026-11-29-readiness-probe.js'
 import { erasedKeysWithoutFingerprints } from './migrations/2026-12-02-erased-keys-without-fingerprints.js'
 import { searchableUsers } from './migrations/2026-12-02-searchable-users.js'
+import { userEvents } from './migrations/2026-12-02-user-events.js'
 
 /** Every migration, by name, in the order they run. */
 export function migrations (dialect: Dialect): Record<string, Migration> {
@@ -26,7 +27,8 @@ export function migrations (dialect: Dialect): Record<string, Migration> {
     '2026-11-29-changing-users': changingUsers(dialect),
     '2026-11-29-readiness-probe': readinessProbe(dialect),
     '2026-12-02-erased-keys-without-fingerprints': erasedKeysWithoutFingerprints(dialect),
-    '2026-12-02-searchable-users': searchableUsers(dialect)
+    '2026-12-02-searchable-users': searchableUsers(dialect),
+    '2026-12-02-user-events': userEvents(dialect)
   }
 }
 

@@ -36,8 +36,44 @@ export interface ReadinessProbeTable {
   payload: Buffer
 }
 
+/** The change feed's outbox, written by triggers (migrations/2026-12-02-user-events.ts). */
+export interface EventsTable {
+  /** Where the event is in the feed, rising in commit order; on PostgreSQL null until sequenced (events/sequencer.ts). */
+  position: Generated<number | null>
+  type: 'user.created' | 'user.updated' | 'user.deleted'
+  user_id: number
+  /** A JSON list of the fields a change set (`["name"]`), for `user.updated`; else null. */
+  changed: string | null
+  created_at: Generated<string>
+}
+
+/** How far each webhook endpoint is delivered, and who is delivering to it until when. */
+export interface WebhookCursorsTable {
+  url: string
+  /** The last event delivered (or given up on). */
+  position: number
+  /** Failed tries of the next event, and when the first of them was. */
+  attempts: Generated<number>
+  first_failed_at: string | null
+  next_attempt_at: string | null
+  lease_owner: string | null
+  leased_until: string | null
+}
+
+/** Events an endpoint did not take within WEBHOOK_RETRY_FOR. */
+export interface WebhookFailuresTable {
+  url: string
+  position: number
+  attempts: number
+  reason: string
+  failed_at: string
+}
+
 export interface Database {
   users: UsersTable
+  events: EventsTable
+  webhook_cursors: WebhookCursorsTable
+  webhook_failures: WebhookFailuresTable
   user_counts: UserCountsTable
   erased_user_keys: ErasedUserKeysTable
   readiness_probe: ReadinessProbeTable

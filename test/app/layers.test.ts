@@ -17,8 +17,9 @@ const MAY_IMPORT: Record<string, string[]> = {
   storage: ['config'],
   http: ['config', 'storage', 'validation'],
   users: ['config', 'storage', 'http', 'validation'],
+  events: ['config', 'storage', 'http'],
   routes: ['config', 'http'],
-  '.': ['config', 'storage', 'http', 'users', 'routes', 'validation', 'process'],
+  '.': ['config', 'storage', 'http', 'users', 'events', 'routes', 'validation', 'process'],
   process: ['.', 'config', 'storage', 'http', 'validation']
 }
 

@@ -9,7 +9,7 @@ import { openApiDocument, testApp } from '../helpers.js'
 const operations = [
   ['get', '/'], ['get', '/custom'], ['get', '/users'], ['post', '/users'],
   ['get', '/users/{id}'], ['patch', '/users/{id}'], ['delete', '/users/{id}'], ['post', '/users/{id}'],
-  ['get', '/health'], ['get', '/ready'], ['get', '/metrics']
+  ['get', '/health'], ['get', '/ready'], ['get', '/metrics'], ['get', '/events']
 ] as const
 
 test('the OpenAPI document is valid OpenAPI 3 at version 1.0.0', async (t) => {
@@ -66,8 +66,8 @@ test('rate limiting and tokens, when on, are declared on the operations they gua
 test('the document names its schemas, closes the answers the contract fixes, and links a 201 to what can be done with its user', async (t) => {
   const document = await openApiDocument(t)
   const schemas = document.components.schemas
-  assert.deepEqual(Object.keys(schemas).sort(), ['Error', 'Greeting', 'NewUser', 'Status', 'User', 'UserPatch', 'UserSummary', 'UserToValidate', 'ValidatedUser'])
-  for (const name of ['Error', 'User', 'UserPatch', 'UserSummary', 'UserToValidate', 'ValidatedUser']) {
+  assert.deepEqual(Object.keys(schemas).sort(), ['Error', 'Greeting', 'NewUser', 'Status', 'User', 'UserEvent', 'UserPatch', 'UserSummary', 'UserToValidate', 'ValidatedUser'])
+  for (const name of ['Error', 'User', 'UserEvent', 'UserPatch', 'UserSummary', 'UserToValidate', 'ValidatedUser']) {
     assert.equal(schemas[name].additionalProperties, false, `${name} is closed`)
   }
   assert.notEqual(schemas.NewUser.additionalProperties, false, 'a new user may carry other properties, echoed back')

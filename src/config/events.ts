@@ -1,0 +1,57 @@
+/**
+ * The change feed's settings: how long events are kept, and where webhooks go, signed with what,
+ * retried for how long (the Standard Webhooks specification's secret: `whsec_` and base64).
+ */
+import { ConfigError } from './config-error.js'
+import { parseDuration } from './values.js'
+
+export interface WebhookConfig {
+  /** Each endpoint gets every event, in order. */
+  urls: string[]
+  /** The HMAC-SHA256 key, decoded from `whsec_…`. */
+  key: Buffer
+  /** How long an event is retried before it is kept as failed. */
+  retryForMs: number
+  /** The first retry's delay; each next one doubles, up to RETRY_DELAY_CAP_MS. */
+  retryBaseMs: number
+}
+
+export interface EventsConfig {
+  /** Events older than this are purged, once every webhook endpoint is past them. */
+  retentionMs: number
+  /** How often an idle stream sends a comment, so that proxies keep it open. */
+  heartbeatMs: number
+  webhooks: WebhookConfig | undefined
+}
+
+const SECRET = /^whsec_([A-Za-z0-9+/]+={0,2})$/
+
+export function parseEventsConfig (env: {
+  EVENTS_RETENTION: string
+  EVENTS_HEARTBEAT_MS: number
+  WEBHOOK_URLS?: string | undefined
+  WEBHOOK_SECRET?: string | undefined
+  WEBHOOK_RETRY_FOR: string
+  WEBHOOK_RETRY_BASE_MS: number
+}): EventsConfig {
+  const common = { retentionMs: parseDuration(env.EVENTS_RETENTION) as number, heartbeatMs: env.EVENTS_HEARTBEAT_MS }
+  if (env.WEBHOOK_URLS === undefined) {
+    if (env.WEBHOOK_SECRET !== undefined) throw new ConfigError('WEBHOOK_SECRET is set but WEBHOOK_URLS is not: set both, or neither')
+    return { ...common, webhooks: undefined }
+  }
+  const urls = env.WEBHOOK_URLS.split(',').map((url) => url.trim())
+  for (const url of urls) {
+    let parsed: URL | undefined
+    try {
+      parsed = new URL(url)
+    } catch {}
+    if (parsed === undefined || !['http:', 'https:'].includes(parsed.protocol)) throw new ConfigError(`WEBHOOK_URLS must be http or https URLs, comma-separated (got ${JSON.stringify(url)})`)
+  }
+  if (new Set(urls).size !== urls.length) throw new ConfigError('WEBHOOK_URLS names an endpoint twice')
+  const secret = SECRET.exec(env.WEBHOOK_SECRET ?? '')
+  const key = secret === null ? undefined : Buffer.from(secret[1]!, 'base64')
+  if (key === undefined || key.length < 24 || key.length > 64) {
+    throw new ConfigError('WEBHOOK_SECRET must be whsec_ and 24 to 64 bytes in base64, as the Standard Webhooks specification gives it (make one with: echo whsec_$(openssl rand -base64 32))')
+  }
+  return { ...common, webhooks: { urls, key, retryForMs: parseDuration(env.WEBHOOK_RETRY_FOR) as number, retryBaseMs: env.WEBHOOK_RETRY_BASE_MS } }
+}

@@ -1,0 +1,66 @@
+/**
+ * The change feed: `GET /events`, the webhook deliveries, the purge of events past
+ * EVENTS_RETENTION, and their metrics. Triggers fill the outbox (storage/migrations/2026-12-02-user-events.ts).
+ */
+import { Counter, Gauge } from '@prometheus-io/client'
+import type { FastifyInstance } from 'fastify'
+import type { EventsConfig } from '../config/events.js'
+import type { Dialect } from '../storage/database.js'
+import { EventFeed } from './feed.js'
+import { newestPosition, purgeEvents, storedNow } from './outbox.js'
+import { eventSequencer } from './sequencer.js'
+import followEvents from './stream.js'
+import { deliveredEverywhere, failedEvents } from './webhook-cursors.js'
+import { type Deliveries, type DeliveryOutcome, deliverWebhooks } from './webhooks.js'
+
+export { UserEvent, webhooksDocument } from './events.schemas.js'
+
+/** How often events past their retention are looked for. */
+const PURGE_EVERY_MS = 60 * 60_000
+
+export default async function events (app: FastifyInstance, { config, dialect }: { config: EventsConfig, dialect: Dialect }): Promise<void> {
+  const sequence = eventSequencer(app.db, dialect)
+  const feed = new EventFeed(async () => {
+    await sequence()
+    return await newestPosition(app.db)
+  })
+  await app.register(followEvents, { feed, heartbeatMs: config.heartbeatMs })
+
+  const delivered = app.hasDecorator('metricsRegistry')
+    ? new Counter({ name: 'webhook_deliveries_total', help: 'Tries of webhook events, by outcome: delivered, retried (not taken, tried again later) or failed (kept as failed).', labelNames: ['outcome'] as const, registers: [app.metricsRegistry] })
+    : undefined
+  if (app.hasDecorator('metricsRegistry') && config.webhooks !== undefined) {
+    const db = app.db
+    app.metricsRegistry.registerMetric(new Gauge({
+      name: 'webhook_failed_events',
+      help: 'Webhook events kept as failed: not taken by their endpoint within WEBHOOK_RETRY_FOR.',
+      registers: [],
+      async collect () { this.set(await failedEvents(db).catch(() => Number.NaN)) }
+    }))
+  }
+
+  const urls = config.webhooks?.urls ?? []
+  async function purge (): Promise<void> {
+    // Sequenced first, so that an event is purged by its age whether or not anyone has read the feed.
+    await feed.newest()
+    const upTo = await deliveredEverywhere(app.db, urls) ?? Number.MAX_SAFE_INTEGER
+    const purged = await purgeEvents(app.db, storedNow(-config.retentionMs), upTo)
+    if (purged > 0) app.log.info({ purged }, 'purged events past EVENTS_RETENTION')
+  }
+
+  let deliveries: Deliveries | undefined
+  let purging: NodeJS.Timeout | undefined
+  app.addHook('onReady', async () => {
+    if (config.webhooks !== undefined) {
+      deliveries = deliverWebhooks(app.db, feed, config.webhooks, app.log, (outcome: DeliveryOutcome) => delivered?.inc({ outcome }))
+    }
+    const purgeNow = () => { purge().catch((error: unknown) => { app.log.warn({ err: error }, 'purging old events failed; trying again later') }) }
+    purgeNow()
+    purging = setInterval(purgeNow, PURGE_EVERY_MS).unref()
+  })
+  app.addHook('preClose', async () => {
+    clearInterval(purging)
+    feed.close()
+    await deliveries?.stop()
+  })
+}

@@ -1,0 +1,102 @@
+/**
+ * `GET /events`: the change feed as Server-Sent Events. Each reader reads the outbox from its own
+ * position, a page at a time, and waits on the feed when it has caught up. What is sent goes
+ * through a stream the socket pulls from, so that a reader that takes nothing stops the reading;
+ * one that takes nothing for two heartbeats is disconnected.
+ */
+import { Readable } from 'node:stream'
+import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
+import type { FastifyInstance } from 'fastify'
+import { AppError } from '../http/errors.js'
+import { EventsSchema } from './events.schemas.js'
+import type { EventFeed } from './feed.js'
+import { eventsAfter, oldestPosition } from './outbox.js'
+
+/** How long a reconnecting EventSource waits before it tries again, as the stream tells it. */
+const RECONNECT_MS = 1000
+
+/** Where the stream starts: after `Last-Event-ID`, else after `after`, else after the newest event. */
+async function startingPosition (app: FastifyInstance, feed: EventFeed, lastEventId: string | undefined, after: number | undefined): Promise<number> {
+  const newest = await feed.newest()
+  const oldest = await oldestPosition(app.db)
+  const asked = lastEventId !== undefined ? Number(lastEventId) : after
+  if (asked === undefined) return newest
+  if (asked > newest) {
+    throw new AppError(`Event ${asked} is after the newest event (${newest}): this id comes from another feed. Follow from ${newest}, or without Last-Event-ID`)
+  }
+  if (asked < oldest - 1) {
+    throw new AppError(`Events after ${asked} are no longer kept (EVENTS_RETENTION): the oldest kept is ${oldest}. Read the users again, then follow from ${newest}`, 410)
+  }
+  return asked
+}
+
+/** A reader's text: the reconnection delay, then events as they come, and a heartbeat when none does. */
+async function * eventText (app: FastifyInstance, feed: EventFeed, start: number, heartbeatMs: number, reader: Reader): AsyncGenerator<string> {
+  let position = start
+  yield * reader.sent(`retry: ${RECONNECT_MS}\n: following from ${position}\n\n`)
+  while (!reader.closing.signal.aborted) {
+    const events = await eventsAfter(app.db, position)
+    for (const event of events) {
+      yield * reader.sent(`id: ${event.id}\nevent: ${event.type}\ndata: ${JSON.stringify(event)}\n\n`)
+      position = event.id
+    }
+    if (events.length > 0) continue
+    const waited = performance.now()
+    await feed.waitBeyond(position, heartbeatMs, reader.closing.signal)
+    if (performance.now() - waited >= heartbeatMs) yield * reader.sent(': heartbeat\n\n')
+  }
+}
+
+/** One reader of the stream: what ends it, and since when the socket has not taken what was sent. */
+class Reader {
+  readonly closing = new AbortController()
+  /** When the stream last offered text that has not been taken since; undefined while none waits. */
+  offeredAt: number | undefined
+
+  /** Offers `text`; resumes once the socket's side has taken it. */
+  * sent (text: string): Generator<string> {
+    this.offeredAt = performance.now()
+    yield text
+    this.offeredAt = undefined
+  }
+}
+
+const followEvents: FastifyPluginAsyncTypebox<{ feed: EventFeed, heartbeatMs: number }> = async (app, { feed, heartbeatMs }) => {
+  const readers = new Set<{ reader: Reader, destroy: () => void }>()
+  // Open streams end before the server closes, so that shutdown does not wait for their readers.
+  app.addHook('preClose', (done) => {
+    for (const { reader } of readers) reader.closing.abort()
+    done()
+  })
+  const slowReaders = setInterval(() => {
+    for (const { reader, destroy } of readers) {
+      if (reader.offeredAt !== undefined && performance.now() - reader.offeredAt > 2 * heartbeatMs) destroy()
+    }
+  }, Math.min(heartbeatMs, 1000)).unref()
+  app.addHook('onClose', (_app, done) => {
+    clearInterval(slowReaders)
+    done()
+  })
+
+  app.get('/events', app.protect('events:read', { schema: EventsSchema, exposeHeadRoute: false }), async (request, reply) => {
+    const start = await startingPosition(app, feed, request.headers['last-event-id'], request.query.after)
+    const reader = new Reader()
+    const entry = {
+      reader,
+      destroy: () => {
+        request.log.info({ heldMs: Math.round(performance.now() - (reader.offeredAt ?? 0)) }, 'disconnected an events reader that took nothing for two heartbeats')
+        reply.raw.destroy()
+      }
+    }
+    readers.add(entry)
+    reply.raw.once('close', () => {
+      reader.closing.abort()
+      readers.delete(entry)
+    })
+    const text = Readable.from(eventText(app, feed, start, heartbeatMs, reader), { objectMode: false })
+    // Fastify sends a stream as it is; the type provider knows only the JSON bodies of the schema.
+    return await reply.type('text/event-stream; charset=utf-8').header('cache-control', 'no-store').header('x-accel-buffering', 'no').send(text as never)
+  })
+}
+
+export default followEvents

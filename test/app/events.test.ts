@@ -1,0 +1,266 @@
+/** The change feed: the outbox written with each change, `GET /events`, retention, and webhooks, on each database. */
+import assert from 'node:assert/strict'
+import { createHmac, randomBytes } from 'node:crypto'
+import { once } from 'node:events'
+import http from 'node:http'
+import net from 'node:net'
+import { describe, test, type TestContext } from 'node:test'
+import { sql } from 'kysely'
+import type { FastifyInstance } from 'fastify'
+import pg from 'pg'
+import { captureLogs, listeningApp, postJson, testApp, testAppOn, testDatabases, waitFor, type Env } from '../helpers.js'
+
+interface Event { id: number, type: string, timestamp: string, data: { userId: number, changed?: string[] } }
+
+const secret = `whsec_${randomBytes(32).toString('base64')}`
+
+/** Reads the stream of `GET /events` from a listening app: the events as they come, and its raw text. */
+async function follow (t: TestContext, port: number, headers: Record<string, string> = {}, query = '') {
+  const request = http.get({ host: '127.0.0.1', port, path: `/events${query}`, headers })
+  const [response] = await once(request, 'response') as [http.IncomingMessage]
+  t.after(() => { request.destroy() })
+  const events: Event[] = []
+  let text = ''
+  response.setEncoding('utf8')
+  response.on('data', (chunk: string) => {
+    text += chunk
+    for (const block of chunk.split('\n\n')) {
+      const data = /^data: (.*)$/m.exec(block)?.[1]
+      if (data !== undefined) events.push(JSON.parse(data) as Event)
+    }
+  })
+  return { response, events, text: () => text }
+}
+
+/** A webhook endpoint that checks each signature as the Standard Webhooks specification says, answering with `answer`. */
+async function receiver (t: TestContext, answer: (count: number, id: string) => number = () => 204) {
+  const received: Array<{ id: string, event: Event }> = []
+  let count = 0
+  const key = Buffer.from(secret.slice('whsec_'.length), 'base64')
+  const server = http.createServer((request, response) => {
+    let body = ''
+    request.on('data', (chunk: Buffer) => { body += String(chunk) })
+    request.on('end', () => {
+      const id = String(request.headers['webhook-id'])
+      const timestamp = String(request.headers['webhook-timestamp'])
+      const expected = createHmac('sha256', key).update(`${id}.${timestamp}.${body}`).digest('base64')
+      assert.equal(request.headers['webhook-signature'], `v1,${expected}`, 'signed with the secret')
+      assert.ok(Math.abs(Number(timestamp) - Date.now() / 1000) < 60, 'a current timestamp')
+      const status = answer(count++, id)
+      if (status < 300) received.push({ id, event: JSON.parse(body) as Event })
+      response.writeHead(status).end()
+    })
+  })
+  server.listen(0, '127.0.0.1')
+  await once(server, 'listening')
+  t.after(() => { server.closeAllConnections(); server.close() })
+  return { url: `http://127.0.0.1:${(server.address() as net.AddressInfo).port}/hooks?token=x`, received, tries: () => count }
+}
+
+/**
+ * Waits until every stored event has its position. On PostgreSQL that is once every transaction
+ * begun before it has ended, on the whole server, which other tests' transactions can delay; asking
+ * for the stream numbers what can be.
+ */
+async function allSequenced (app: FastifyInstance): Promise<void> {
+  const unsequenced = async () => (await app.db.selectFrom('events').select('type').where('position', 'is', null).execute()).length
+  const deadline = Date.now() + 5000
+  while (await unsequenced() > 0) {
+    assert.ok(Date.now() < deadline, 'every event is sequenced within 5 s')
+    const stream = await app.inject({ url: '/events', payloadAsStream: true })
+    stream.stream().destroy()
+  }
+}
+
+async function storedEvents (app: FastifyInstance) {
+  return (await app.db.selectFrom('events').selectAll().orderBy('position').execute()).map((row) => ({ ...row, position: Number(row.position) }))
+}
+
+for (const database of testDatabases) {
+  describe(`the change feed in ${database.name}`, { skip: database.skip }, () => {
+    test('each create, change and delete writes one event with its user; a change names the fields it set, never a value', async (t) => {
+      const { app, port } = await listeningApp(t, { DATABASE_URL: await database.url(t) })
+      await postJson(app, '/users', { name: 'Ada', email: 'ada@example.com' })
+      await app.inject({ method: 'PATCH', url: '/users/1', payload: { name: 'Ada L' } })
+      await app.inject({ method: 'PATCH', url: '/users/1', payload: { name: 'Ada L', email: 'ada@example.com' } })
+      await app.inject({ method: 'PATCH', url: '/users/1', payload: { name: 'Ada', email: 'a@example.org' } })
+      await app.inject({ method: 'PATCH', url: '/users/1', payload: {} })
+      await app.inject({ method: 'DELETE', url: '/users/1' })
+      const stream = await follow(t, port, {}, '?after=0')
+      await waitFor(() => stream.events.length === 4, 3000)
+      assert.deepEqual(stream.events.map(({ id, type, data }) => [id, type, data]), [
+        [1, 'user.created', { userId: 1 }],
+        [2, 'user.updated', { userId: 1, changed: ['name'] }],
+        [3, 'user.updated', { userId: 1, changed: ['name', 'email'] }],
+        [4, 'user.deleted', { userId: 1 }]
+      ], 'a change that sets the values the user has writes none')
+      const stored = await app.db.selectFrom('events').selectAll().execute()
+      assert.equal(stored.length, 4)
+      assert.doesNotMatch(JSON.stringify(stored), /Ada|example/, 'no name or address is stored with an event')
+    })
+
+    test('a write that fails writes no event', async (t) => {
+      const app = await testAppOn(t, database)
+      await postJson(app, '/users', { name: 'Ada', email: 'ada@example.com' })
+      assert.equal((await app.inject({ method: 'PATCH', url: '/users/1', headers: { 'if-match': '"1.9"' }, payload: { name: 'Grace' } })).statusCode, 412)
+      assert.equal((await app.inject({ method: 'DELETE', url: '/users/2' })).statusCode, 404)
+      assert.deepEqual((await storedEvents(app)).map((event) => event.type), ['user.created'])
+    })
+
+    test('GET /events streams from after=0 as Server-Sent Events, then each change as it is committed', async (t) => {
+      const { app, port } = await listeningApp(t, { DATABASE_URL: await database.url(t) })
+      await postJson(app, '/users', { name: 'Ada', email: 'ada@example.com' })
+      const stream = await follow(t, port, {}, '?after=0')
+      assert.equal(stream.response.statusCode, 200)
+      assert.match(String(stream.response.headers['content-type']), /^text\/event-stream/)
+      assert.equal(stream.response.headers['cache-control'], 'no-store')
+      await app.inject({ method: 'PATCH', url: '/users/1', payload: { email: 'ada@example.org' } })
+      await app.inject({ method: 'DELETE', url: '/users/1' })
+      await waitFor(() => stream.events.length === 3, 3000)
+      assert.deepEqual(stream.events.map(({ id, type, data }) => ({ id, type, data })), [
+        { id: 1, type: 'user.created', data: { userId: 1 } },
+        { id: 2, type: 'user.updated', data: { userId: 1, changed: ['email'] } },
+        { id: 3, type: 'user.deleted', data: { userId: 1 } }
+      ])
+      assert.match(stream.text(), /^retry: 1000\n/)
+      assert.match(stream.text(), /\nid: 2\nevent: user.updated\ndata: \{"id":2,/)
+      assert.match(stream.events[0]!.timestamp, /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/)
+    })
+
+    test('a reader that reconnects with Last-Event-ID gets every event after it, and one without starts at now', async (t) => {
+      const { app, port } = await listeningApp(t, { DATABASE_URL: await database.url(t) })
+      for (const name of ['Ada', 'Grace', 'Edsger']) await postJson(app, '/users', { name, email: 'x@example.com' })
+      await allSequenced(app)
+      const resumed = await follow(t, port, { 'last-event-id': '1' }, '?after=0')
+      assert.equal(resumed.response.statusCode, 200)
+      const fromNow = await follow(t, port)
+      await postJson(app, '/users', { name: 'Barbara', email: 'x@example.com' })
+      await waitFor(() => resumed.events.length === 3 && fromNow.events.length === 1, 3000)
+      assert.deepEqual(resumed.events.map((event) => event.id), [2, 3, 4], 'Last-Event-ID wins over after')
+      assert.deepEqual(fromNow.events.map((event) => event.id), [4])
+    })
+
+    test('an id after the newest is 400, a malformed one 400, and one whose events are purged 410 naming the oldest kept', async (t) => {
+      const app = await testAppOn(t, database)
+      for (const name of ['Ada', 'Grace', 'Edsger']) await postJson(app, '/users', { name, email: 'x@example.com' })
+      await allSequenced(app)
+      const after = await app.inject({ url: '/events', headers: { 'last-event-id': '4' } })
+      assert.equal(after.statusCode, 400)
+      assert.match(after.json().error, /^Event 4 is after the newest event \(3\)/)
+      assert.equal((await app.inject({ url: '/events', headers: { 'last-event-id': 'abc' } })).statusCode, 400)
+      assert.equal((await app.inject({ url: '/events?after=-1' })).statusCode, 400)
+      const current = await app.inject({ url: '/events', headers: { 'last-event-id': '3' }, payloadAsStream: true })
+      current.stream().destroy()
+      assert.equal(current.statusCode, 200)
+      await app.db.deleteFrom('events').where('position', '<', 3).execute()
+      const gone = await app.inject({ url: '/events', headers: { 'last-event-id': '1' } })
+      assert.equal(gone.statusCode, 410)
+      assert.match(gone.json().error, /^Events after 1 are no longer kept \(EVENTS_RETENTION\): the oldest kept is 3\./)
+      assert.equal((await app.inject({ url: '/events?after=0' })).statusCode, 410)
+    })
+
+    test('events past EVENTS_RETENTION are purged as the service starts, keeping the newest', async (t) => {
+      const databaseUrl = await database.url(t)
+      const app = await testApp(t, { DATABASE_URL: databaseUrl })
+      for (const name of ['Ada', 'Grace', 'Edsger']) await postJson(app, '/users', { name, email: 'x@example.com' })
+      await allSequenced(app)
+      await app.db.updateTable('events').set({ created_at: '2026-01-01T00:00:00.000Z' }).execute()
+      await app.close()
+      const logs = captureLogs()
+      const restarted = await testApp(t, { DATABASE_URL: databaseUrl, LOG_LEVEL: 'info', EVENTS_RETENTION: '1d' }, logs.stream)
+      await restarted.ready()
+      await waitFor(() => logs.lines.some((line) => line.msg === 'purged events past EVENTS_RETENTION'), 3000)
+      assert.deepEqual((await storedEvents(restarted)).map((event) => event.position), [3], 'the newest stays, to say where the feed is')
+      assert.equal((await restarted.inject({ url: '/events', headers: { 'last-event-id': '1' } })).statusCode, 410)
+    })
+
+    test('an idle stream sends a heartbeat every EVENTS_HEARTBEAT_MS; closing the service ends it', async (t) => {
+      const { app, port } = await listeningApp(t, { DATABASE_URL: await database.url(t), EVENTS_HEARTBEAT_MS: '150' })
+      const stream = await follow(t, port)
+      await waitFor(() => (stream.text().match(/^: heartbeat$/gm) ?? []).length >= 2, 3000)
+      const ended = once(stream.response, 'end')
+      const started = performance.now()
+      await app.close()
+      await ended
+      assert.ok(performance.now() - started < 2000, 'shutdown does not wait for the reader')
+    })
+
+    test('webhooks: each event, signed, in order, once; a refusal is tried again with the same webhook-id; one never taken is kept as failed', async (t) => {
+      const endpoint = await receiver(t, (count) => count === 1 || count === 2 ? 503 : 204)
+      const logs = captureLogs()
+      const app = await testAppOn(t, database, { WEBHOOK_URLS: endpoint.url, WEBHOOK_SECRET: secret, WEBHOOK_RETRY_BASE_MS: '10', LOG_LEVEL: 'info' }, logs.stream)
+      await app.ready()
+      for (const name of ['Ada', 'Grace']) await postJson(app, '/users', { name, email: 'x@example.com' })
+      await app.inject({ method: 'PATCH', url: '/users/1', payload: { name: 'Ada L' } })
+      await waitFor(() => endpoint.received.length === 3, 5000)
+      assert.deepEqual(endpoint.received.map(({ id, event }) => [id, event.id, event.type, event.data.userId]), [
+        ['evt_1', 1, 'user.created', 1], ['evt_2', 2, 'user.created', 2], ['evt_3', 3, 'user.updated', 1]
+      ])
+      assert.equal(endpoint.tries(), 5, 'the second event was refused twice, then taken')
+      const retried = logs.lines.filter((line) => line.msg === 'webhook event not taken: trying again later')
+      assert.deepEqual(retried.map((line) => [line.event, line.attempts, line.endpoint]), [[2, 1, endpoint.url.replace('?token=x', '')], [2, 2, endpoint.url.replace('?token=x', '')]])
+      const metrics = (await app.inject('/metrics')).body
+      assert.match(metrics, /^webhook_deliveries_total\{outcome="delivered"\} 3$/m)
+      assert.match(metrics, /^webhook_deliveries_total\{outcome="retried"\} 2$/m)
+      assert.match(metrics, /^webhook_failed_events 0$/m)
+    })
+
+    test('webhooks: an event the endpoint refuses for all of WEBHOOK_RETRY_FOR is kept as failed, shown in /metrics, and the next one goes', async (t) => {
+      const endpoint = await receiver(t, (_count, id) => id === 'evt_1' ? 500 : 204)
+      const app = await testAppOn(t, database, { WEBHOOK_URLS: endpoint.url, WEBHOOK_SECRET: secret, WEBHOOK_RETRY_BASE_MS: '400', WEBHOOK_RETRY_FOR: '1s' })
+      await app.ready()
+      for (const name of ['Ada', 'Grace']) await postJson(app, '/users', { name, email: 'x@example.com' })
+      await waitFor(() => endpoint.received.length === 1, 8000)
+      assert.deepEqual(endpoint.received.map(({ event }) => event.id), [2])
+      const failures = await app.db.selectFrom('webhook_failures').selectAll().execute()
+      assert.deepEqual(failures.map(({ url, position, reason }) => [url, Number(position), reason]), [[endpoint.url, 1, 'answered 500']])
+      assert.match((await app.inject('/metrics')).body, /^webhook_failed_events 1$/m)
+    })
+  })
+}
+
+describe('the change feed across instances', { skip: testDatabases[1]!.skip }, () => {
+  test('two instances on one PostgreSQL database deliver each event to an endpoint once', async (t) => {
+    const endpoint = await receiver(t)
+    const url = await testDatabases[1]!.url(t)
+    const env: Env = { DATABASE_URL: url, WEBHOOK_URLS: endpoint.url, WEBHOOK_SECRET: secret }
+    const [one, two] = [await testApp(t, env), await testApp(t, env)]
+    await Promise.all([one.ready(), two.ready()])
+    await Promise.all(Array.from({ length: 40 }, async (_, i) => await postJson(i % 2 === 0 ? one : two, '/users', { name: `user${i}`, email: 'x@example.com' })))
+    await waitFor(() => endpoint.received.length >= 40, 10_000)
+    assert.deepEqual(endpoint.received.map(({ event }) => event.id), Array.from({ length: 40 }, (_, i) => i + 1), 'each once, in order')
+  })
+
+  test('positions follow commit order under concurrent writes: a stream never sees a later event before an earlier one', async (t) => {
+    const url = await testDatabases[1]!.url(t)
+    const { app, port } = await listeningApp(t, { DATABASE_URL: url })
+    const other = await testApp(t, { DATABASE_URL: url })
+    const stream = await follow(t, port, {}, '?after=0')
+    await Promise.all(Array.from({ length: 200 }, async (_, i) => await postJson(i % 2 === 0 ? app : other, '/users', { name: `user${i}`, email: 'x@example.com' })))
+    await waitFor(() => stream.events.length === 200, 10_000)
+    assert.deepEqual(stream.events.map((event) => event.id), Array.from({ length: 200 }, (_, i) => i + 1))
+    const { rows } = await sql<{ gaps: number }>`select count(*)::int as gaps from events where position > 1 and not exists (select 1 from events e where e.position = events.position - 1)`.execute(app.db)
+    assert.equal(rows[0]!.gaps, 0)
+  })
+
+  test('an event waits for every transaction begun before it: one committed after a later write still comes first', async (t) => {
+    const url = await testDatabases[1]!.url(t)
+    const { app, port } = await listeningApp(t, { DATABASE_URL: url })
+    const stream = await follow(t, port, {}, '?after=0')
+    const client = new pg.Client({ connectionString: url })
+    await client.connect()
+    t.after(async () => { await client.end() })
+    await client.query('begin')
+    await client.query("insert into users (name, email) values ('early', 'x@example.com')")
+    await postJson(app, '/users', { name: 'later', email: 'x@example.com' })
+    // Asking for the stream sequences what can be: the later event cannot, while the earlier transaction is open.
+    const probe = await app.inject({ url: '/events', payloadAsStream: true })
+    probe.stream().destroy()
+    const sequenced = await app.db.selectFrom('events').select('position').execute()
+    assert.deepEqual(sequenced.map((event) => event.position), [null], 'the later write waits while the earlier transaction may still commit')
+    assert.equal(stream.events.length, 0)
+    await client.query('commit')
+    await waitFor(() => stream.events.length === 2, 3000)
+    assert.deepEqual(stream.events.map((event) => [event.id, event.data.userId]), [[1, 1], [2, 2]])
+  })
+})
