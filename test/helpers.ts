@@ -178,8 +178,8 @@ export function postJsonOver (port: number, path: string, body: unknown): Promis
 }
 
 /** Builds the app and listens on a free loopback port. */
-export async function listeningApp (t: TestContext, env: Env = {}): Promise<{ app: FastifyInstance, port: number }> {
-  const app = await testApp(t, env)
+export async function listeningApp (t: TestContext, env: Env = {}, logStream?: Writable): Promise<{ app: FastifyInstance, port: number }> {
+  const app = await testApp(t, env, logStream)
   await app.listen({ host: '127.0.0.1', port: 0 })
   const address = app.server.address()
   assert.ok(address !== null && typeof address === 'object')

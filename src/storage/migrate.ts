@@ -67,8 +67,20 @@ export async function migrateToLatest (db: Kysely<any>, dialect: Dialect): Promi
     if (error !== undefined) throw error
     return { applied: (results ?? []).filter((result) => result.status === 'Success').map((result) => result.migrationName), newer: [] }
   }
-  return dialect === 'sqlite' ? await underSqliteWriteLock(db, migrate) : await underPostgresLock(db, migrate)
+  if (dialect === 'sqlite') return await underSqliteWriteLock(db, migrate)
+  // Kysely's migrator lists the tables of every schema to find its own: a schema that another
+  // process drops meanwhile fails the listing (3F000), and the next try no longer sees it.
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await underPostgresLock(db, migrate)
+    } catch (error) {
+      if (attempt === MIGRATION_TRIES || (error as { code?: unknown }).code !== '3F000') throw error
+    }
+  }
 }
+
+/** Tries of a PostgreSQL migration that failed on a schema dropped while it ran. */
+const MIGRATION_TRIES = 3
 
 /** The names of the migrations the database records as run; none on a new database. */
 async function executedMigrations (db: Kysely<any>, dialect: Dialect, schema: string | undefined): Promise<string[]> {

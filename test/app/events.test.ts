@@ -219,6 +219,23 @@ for (const database of testDatabases) {
   })
 }
 
+test('a reader that takes nothing is disconnected after two heartbeats', async (t) => {
+  const logs = captureLogs()
+  const { app, port } = await listeningApp(t, { DATABASE_URL: await testDatabases[0]!.url(t), EVENTS_HEARTBEAT_MS: '200', LOG_LEVEL: 'info' }, logs.stream)
+  // More events than the loopback's socket buffers hold, so that the stream must wait for the reader.
+  await sql`with recursive n(i) as (select 1 union all select i + 1 from n where i < 100000)
+    insert into users (name, email) select 'user' || i, 'user' || i || '@example.com' from n`.execute(app.db)
+  const socket = net.connect(port, '127.0.0.1')
+  await once(socket, 'connect')
+  socket.pause()
+  socket.write('GET /events?after=0 HTTP/1.1\r\nHost: localhost\r\n\r\n')
+  const disconnected = () => logs.lines.some((entry) => entry.msg === 'disconnected an events reader that took nothing for two heartbeats')
+  await waitFor(disconnected, 10_000)
+  // A paused socket hears the end only once it has read what came before.
+  socket.resume()
+  await once(socket, 'close')
+})
+
 describe('the change feed across instances', { skip: testDatabases[1]!.skip }, () => {
   test('two instances on one PostgreSQL database deliver each event to an endpoint once', async (t) => {
     const endpoint = await receiver(t)
