@@ -54,9 +54,10 @@ export default async function events (app: FastifyInstance, { config, dialect }:
     if (config.webhooks !== undefined) {
       deliveries = deliverWebhooks(app.db, feed, config.webhooks, app.log, (outcome: DeliveryOutcome) => delivered?.inc({ outcome }))
     }
-    const purgeNow = () => { purge().catch((error: unknown) => { app.log.warn({ err: error }, 'purging old events failed; trying again later') }) }
-    purgeNow()
-    purging = setInterval(purgeNow, PURGE_EVERY_MS).unref()
+    // Not at once: what the service does as it starts is only what it needs to serve.
+    purging = setInterval(() => {
+      purge().catch((error: unknown) => { app.log.warn({ err: error }, 'purging old events failed; trying again later') })
+    }, PURGE_EVERY_MS).unref()
   })
   app.addHook('preClose', async () => {
     clearInterval(purging)

@@ -49,18 +49,23 @@ const PURGED_AT_ONCE = 10_000
 
 /**
  * Deletes the events stored before `before` and at or below `upTo`, a batch at a time, always
- * keeping the newest, whose position says where the feed is; resolves with how many went.
+ * keeping the newest, whose position says where the feed is; resolves with how many went. Each
+ * batch is read before it is deleted: a delete makes the SQLite worker cut its WAL, which a purge
+ * with nothing to purge has no reason to do.
  */
 export async function purgeEvents (db: Kysely<Database>, before: string, upTo: number): Promise<number> {
   let purged = 0
   for (;;) {
-    const batch = db.selectFrom('events').select('position')
+    const batch = await db.selectFrom('events').select('position')
       .where('created_at', '<', before).where('position', '<=', upTo)
       .where('position', '<', (eb) => eb.selectFrom('events').select((inner) => inner.fn.max('position').as('newest')))
-      .orderBy('position').limit(PURGED_AT_ONCE)
-    const { numDeletedRows } = await db.deleteFrom('events').where('position', 'in', batch).executeTakeFirst()
+      .orderBy('position').limit(PURGED_AT_ONCE).execute()
+    const last = batch.at(-1)?.position
+    if (last === undefined || last === null) return purged
+    const { numDeletedRows } = await db.deleteFrom('events')
+      .where('position', '<=', Number(last)).where('created_at', '<', before).executeTakeFirst()
     purged += Number(numDeletedRows)
-    if (Number(numDeletedRows) < PURGED_AT_ONCE) return purged
+    if (batch.length < PURGED_AT_ONCE) return purged
   }
 }
 
