@@ -18,12 +18,12 @@ const RECONNECT_MS = 1000
 /** Where the stream starts: after `Last-Event-ID`, else after `after`, else after the newest event. */
 async function startingPosition (app: FastifyInstance, feed: EventFeed, lastEventId: string | undefined, after: number | undefined): Promise<number> {
   const newest = await feed.newest()
-  const oldest = await oldestPosition(app.db)
   const asked = lastEventId !== undefined ? Number(lastEventId) : after
   if (asked === undefined) return newest
   if (asked > newest) {
     throw new AppError(`Event ${asked} is after the newest event (${newest}): this id comes from another feed. Follow from ${newest}, or without Last-Event-ID`)
   }
+  const oldest = await oldestPosition(app.db)
   if (asked < oldest - 1) {
     throw new AppError(`Events after ${asked} are no longer kept (EVENTS_RETENTION): the oldest kept is ${oldest}. Read the users again, then follow from ${newest}`, 410)
   }

@@ -102,7 +102,7 @@ export function deliverWebhooks (db: Kysely<Database>, feed: EventFeed, config: 
         } else if (due > 0) {
           await sleep(Math.min(due, LEASE_MS / 2), undefined, { signal: stopping.signal, ref: false })
         } else if (await deliverFrom(url, cursor)) {
-          await feed.waitBeyond(Math.max(cursor.position, 0), LEASE_MS / 2, stopping.signal)
+          await feed.waitBeyond(cursor.position, LEASE_MS / 2, stopping.signal)
         }
       } catch (error) {
         if (stopping.signal.aborted) return

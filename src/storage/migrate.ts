@@ -69,7 +69,7 @@ export async function migrateToLatest (db: Kysely<any>, dialect: Dialect): Promi
   }
   if (dialect === 'sqlite') return await underSqliteWriteLock(db, migrate)
   // Kysely's migrator lists the tables of every schema to find its own: a schema that another
-  // process drops meanwhile fails the listing (3F000), and the next try no longer sees it.
+  // process drops meanwhile fails the listing (3F000), and the next try does not see it.
   for (let attempt = 1; ; attempt++) {
     try {
       return await underPostgresLock(db, migrate)
