@@ -48,24 +48,26 @@ export async function oldestPosition (db: Kysely<Database>): Promise<number> {
 const PURGED_AT_ONCE = 10_000
 
 /**
- * Deletes the events stored before `before` and at or below `upTo`, a batch at a time, always
- * keeping the newest, whose position says where the feed is; resolves with how many went. Each
- * batch is read before it is deleted: a delete makes the SQLite worker cut its WAL, which a purge
- * with nothing to purge has no reason to do.
+ * Deletes the events stored before `before` and at or below `upTo`, a batch at a time from the
+ * oldest, always keeping the newest, whose position says where the feed is; resolves with how many
+ * went. It stops at the first event stored since `before`: positions follow commit order, so the
+ * few events committed out of their time order wait for the next purge. Each batch is read before
+ * it is deleted: a delete makes the SQLite worker cut its WAL, which a purge with nothing to purge
+ * has no reason to do.
  */
 export async function purgeEvents (db: Kysely<Database>, before: string, upTo: number): Promise<number> {
   let purged = 0
   for (;;) {
-    const batch = await db.selectFrom('events').select('position')
-      .where('created_at', '<', before).where('position', '<=', upTo)
+    const batch = await db.selectFrom('events').select(['position', 'created_at'])
+      .where('position', '<=', upTo)
       .where('position', '<', (eb) => eb.selectFrom('events').select((inner) => inner.fn.max('position').as('newest')))
       .orderBy('position').limit(PURGED_AT_ONCE).execute()
-    const last = batch.at(-1)?.position
+    const old = batch.findIndex((event) => event.created_at >= before)
+    const last = (old === -1 ? batch.at(-1) : batch[old - 1])?.position
     if (last === undefined || last === null) return purged
-    const { numDeletedRows } = await db.deleteFrom('events')
-      .where('position', '<=', Number(last)).where('created_at', '<', before).executeTakeFirst()
+    const { numDeletedRows } = await db.deleteFrom('events').where('position', '<=', Number(last)).executeTakeFirst()
     purged += Number(numDeletedRows)
-    if (batch.length < PURGED_AT_ONCE) return purged
+    if (old !== -1 || batch.length < PURGED_AT_ONCE) return purged
   }
 }
 

@@ -15,6 +15,7 @@ import { readinessProbe } from './migrations/2026-11-29-readiness-probe.js'
 import { erasedKeysWithoutFingerprints } from './migrations/2026-12-02-erased-keys-without-fingerprints.js'
 import { searchableUsers } from './migrations/2026-12-02-searchable-users.js'
 import { userEvents } from './migrations/2026-12-02-user-events.js'
+import { eventsWithoutAgeIndex } from './migrations/2026-12-02-user-events-without-age-index.js'
 
 /** Every migration, by name, in the order they run. */
 export function migrations (dialect: Dialect): Record<string, Migration> {
@@ -28,7 +29,8 @@ export function migrations (dialect: Dialect): Record<string, Migration> {
     '2026-11-29-readiness-probe': readinessProbe(dialect),
     '2026-12-02-erased-keys-without-fingerprints': erasedKeysWithoutFingerprints(dialect),
     '2026-12-02-searchable-users': searchableUsers(dialect),
-    '2026-12-02-user-events': userEvents(dialect)
+    '2026-12-02-user-events': userEvents(dialect),
+    '2026-12-02-user-events-without-age-index': eventsWithoutAgeIndex()
   }
 }
 

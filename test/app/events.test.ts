@@ -159,22 +159,30 @@ for (const database of testDatabases) {
       assert.equal((await app.inject({ url: '/events?after=0' })).statusCode, 410)
     })
 
-    test('events past EVENTS_RETENTION are purged every hour, keeping the newest', async (t) => {
+    test('events past EVENTS_RETENTION are purged every hour from the oldest, up to the first newer one, keeping the newest', async (t) => {
       const databaseUrl = await database.url(t)
       const app = await testApp(t, { DATABASE_URL: databaseUrl })
-      for (const name of ['Ada', 'Grace', 'Edsger']) await postJson(app, '/users', { name, email: 'x@example.com' })
+      for (const name of ['Ada', 'Grace', 'Edsger', 'Barbara']) await postJson(app, '/users', { name, email: 'x@example.com' })
       await allSequenced(app)
-      await app.db.updateTable('events').set({ created_at: '2026-01-01T00:00:00.000Z' }).execute()
+      const age = async (db: typeof app.db, positions: number[]) =>
+        await db.updateTable('events').set({ created_at: '2026-01-01T00:00:00.000Z' }).where('position', 'in', positions).execute()
+      await age(app.db, [1, 2, 4])
       await app.close()
       const logs = captureLogs()
       t.mock.timers.enable({ apis: ['setInterval'] })
       const restarted = await testApp(t, { DATABASE_URL: databaseUrl, LOG_LEVEL: 'info', EVENTS_RETENTION: '1d' }, logs.stream)
       await restarted.ready()
+      const purges = () => logs.lines.filter((line) => line.msg === 'purged events past EVENTS_RETENTION').length
+      t.mock.timers.tick(60 * 60_000)
+      await waitFor(() => purges() === 1, 3000)
+      assert.deepEqual((await storedEvents(restarted)).map((event) => Number(event.position)), [3, 4], 'the purge stops at the first event kept')
+      assert.equal((await restarted.inject({ url: '/events', headers: { 'last-event-id': '1' } })).statusCode, 410)
+
+      await age(restarted.db, [3])
       t.mock.timers.tick(60 * 60_000)
       t.mock.timers.reset()
-      await waitFor(() => logs.lines.some((line) => line.msg === 'purged events past EVENTS_RETENTION'), 3000)
-      assert.deepEqual((await storedEvents(restarted)).map((event) => Number(event.position)), [3], 'the newest stays, to say where the feed is')
-      assert.equal((await restarted.inject({ url: '/events', headers: { 'last-event-id': '1' } })).statusCode, 410)
+      await waitFor(() => purges() === 2, 3000)
+      assert.deepEqual((await storedEvents(restarted)).map((event) => Number(event.position)), [4], 'the newest stays, to say where the feed is')
     })
 
     test('an idle stream sends a heartbeat every EVENTS_HEARTBEAT_MS; closing the service ends it', async (t) => {
