@@ -36,11 +36,12 @@ async function * eventText (app: FastifyInstance, feed: EventFeed, start: number
   yield * reader.sent(`retry: ${RECONNECT_MS}\n: following from ${position}\n\n`)
   while (!reader.closing.signal.aborted) {
     const events = await eventsAfter(app.db, position)
-    for (const event of events) {
-      yield * reader.sent(`id: ${event.id}\nevent: ${event.type}\ndata: ${JSON.stringify(event)}\n\n`)
-      position = event.id
+    if (events.length > 0) {
+      // A page goes to the socket as one write.
+      yield * reader.sent(events.map((event) => `id: ${event.id}\nevent: ${event.type}\ndata: ${JSON.stringify(event)}\n\n`).join(''))
+      position = events.at(-1)!.id
+      continue
     }
-    if (events.length > 0) continue
     const waited = performance.now()
     await feed.waitBeyond(position, heartbeatMs, reader.closing.signal)
     if (performance.now() - waited >= heartbeatMs) yield * reader.sent(': heartbeat\n\n')
