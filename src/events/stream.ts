@@ -10,7 +10,7 @@ import type { FastifyInstance } from 'fastify'
 import { AppError } from '../http/errors.js'
 import { EventsSchema } from './events.schemas.js'
 import type { EventFeed } from './feed.js'
-import { eventsAfter, oldestPosition } from './outbox.js'
+import { EVENTS_PER_READ, eventsAfter, oldestPosition } from './outbox.js'
 
 /** How long a reconnecting EventSource waits before it tries again, as the stream tells it. */
 const RECONNECT_MS = 1000
@@ -40,8 +40,10 @@ async function * eventText (app: FastifyInstance, feed: EventFeed, start: number
       // A page goes to the socket as one write.
       yield * reader.sent(events.map((event) => `id: ${event.id}\nevent: ${event.type}\ndata: ${JSON.stringify(event)}\n\n`).join(''))
       position = events.at(-1)!.id
-      continue
     }
+    // Behind a full page there may be more; short of one, the reader has caught up, and reads
+    // again when the feed has grown, not as fast as writes come.
+    if (events.length === EVENTS_PER_READ) continue
     const waited = performance.now()
     await feed.waitBeyond(position, heartbeatMs, reader.closing.signal)
     if (performance.now() - waited >= heartbeatMs) yield * reader.sent(': heartbeat\n\n')
