@@ -10,7 +10,7 @@
  * with Fastify's plugins for the same features (bench/fastify-plugins.ts). Each server runs
  * pinned to core 0 and wrk to core 1. Every round measures each server in turn on one
  * workload, so that a ratio compares figures taken in the same minute, and each round is a new
- * process of each server; the ratios reported are medians of the rounds' ratios. Four parts:
+ * process of each server; the ratios reported are medians of the rounds' ratios. Six parts:
  *
  * 1. Start-up over five starts of each server: the first 200 on /health after process start,
  *    and idle RSS.
@@ -22,6 +22,9 @@
  * 5. Finding users on `--big` users, on SQLite and, given `--postgres <url>`, on PostgreSQL (in a
  *    schema of its own, dropped after): each order's page after its 10th user beside its page
  *    at its last users, and a search by address for the first user beside one for the last.
+ * 6. Writes with events: POST /users on the service as shipped, beside the same build on a
+ *    database whose event triggers are dropped, and beside the service with a reader of
+ *    /events attached; on SQLite and, given `--postgres <url>`, on PostgreSQL.
  *
  * `--only <texts>` runs the workloads whose names contain one of the comma-separated texts;
  * `--against <git ref>` also builds the service as it was at that commit (a git worktree,
@@ -31,7 +34,7 @@
 import { execFileSync, spawn, spawnSync, type ChildProcess } from 'node:child_process'
 import { once } from 'node:events'
 import { copyFileSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
-import { get, type IncomingMessage } from 'node:http'
+import { get, type ClientRequest, type IncomingMessage } from 'node:http'
 import { cpus, tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { pathToFileURL } from 'node:url'
@@ -359,13 +362,8 @@ function searchWorkloads (size: number, at: Positions): Array<[Workload, Workloa
   ]
 }
 
-/**
- * `size` users in a schema of PostgreSQL's own at `url`, seeded as an operator loads users in bulk
- * (docs/api.md): in one transaction with the count's trigger off, then counted, vacuumed and
- * analysed; and the service on them.
- */
-async function seededPostgres (url: string, size: number) {
-  const schema = 'bench_find_users'
+/** A schema of its own on PostgreSQL at `url`, migrated; a client working in it; the URL that points the service at it. */
+async function postgresSchema (url: string, schema: string) {
   const admin = new pg.Client({ connectionString: url })
   await admin.connect()
   await admin.query(`drop schema if exists ${schema} cascade; create schema ${schema}`)
@@ -374,6 +372,31 @@ async function seededPostgres (url: string, size: number) {
   await migrateToLatest(db, 'postgres')
   await db.destroy()
   await admin.query(`set search_path = ${schema}`)
+  return {
+    admin,
+    serviceUrl,
+    drop: async () => {
+      await admin.query(`drop schema ${schema} cascade`)
+      await admin.end()
+    }
+  }
+}
+
+/** Starts the service on PostgreSQL, at the URL of a schema of `postgresSchema`. */
+async function startOnPostgres (name: string, serviceUrl: string) {
+  const port = await freePort()
+  return await startServer(name, pin(0, [process.execPath, join(root, SERVER_BUNDLE)]), port, {
+    NODE_ENV: 'production', JWT_SECRET: 'bench-secret-of-thirty-two-bytes-or-more', LOG_LEVEL: 'warn', HOST: '127.0.0.1', PORT: String(port), DATABASE_URL: serviceUrl
+  })
+}
+
+/**
+ * `size` users in a schema of PostgreSQL's own at `url`, seeded as an operator loads users in bulk
+ * (docs/api.md): in one transaction with the count's trigger off, then counted, vacuumed and
+ * analysed; and the service on them.
+ */
+async function seededPostgres (url: string, size: number) {
+  const { admin, serviceUrl, drop } = await postgresSchema(url, 'bench_find_users')
   await admin.query(`begin; alter table users disable trigger count_users;
     insert into users (name, email, created_at) select 'user' || i, 'user' || i || '@example.com',
       to_char(timestamp '2026-01-01' + i * interval '1 millisecond', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') from generate_series(1, ${size}) as i;
@@ -382,19 +405,39 @@ async function seededPostgres (url: string, size: number) {
   await admin.query('vacuum analyze users, user_counts')
   const at = await positions(async (order, offset) =>
     (await admin.query<ListedRow>(`select id, name, created_at from users order by ${order} limit 1 offset ${offset}`)).rows[0]!)
-  const port = await freePort()
-  const server = await startServer('PostgreSQL', pin(0, [process.execPath, join(root, SERVER_BUNDLE)]), port, {
-    NODE_ENV: 'production', JWT_SECRET: 'bench-secret-of-thirty-two-bytes-or-more', LOG_LEVEL: 'warn', HOST: '127.0.0.1', PORT: String(port), DATABASE_URL: serviceUrl
-  })
-  return {
-    name: 'PostgreSQL',
-    server,
-    at,
-    close: async () => {
-      await admin.query(`drop schema ${schema} cascade`)
-      await admin.end()
-    }
+  return { name: 'PostgreSQL', server: await startOnPostgres('PostgreSQL', serviceUrl), at, close: drop }
+}
+
+/** A copy of the seeded SQLite database with the outbox's triggers (migration 2026-12-02-user-events) dropped: writes without events. */
+function withoutEventsSqlite (seed: string): string {
+  const file = join(folder, 'seed-without-events.db')
+  copyFileSync(seed, file)
+  const database = new Sqlite(file)
+  for (const trigger of ['user_created_event', 'user_updated_event', 'user_deleted_event']) database.exec(`drop trigger ${trigger}`)
+  database.close()
+  return file
+}
+
+/**
+ * Gives `server` a reader of /events from each start of its process on, which reads every event
+ * as it comes; `close` ends the reader.
+ */
+function withEventsReader (server: Server): Server & { close: () => void } {
+  let reader: ClientRequest | undefined
+  const attach = async () => {
+    reader = get({ host: '127.0.0.1', port: server.port, path: '/events', headers: { accept: 'text/event-stream' }, agent: false })
+    reader.on('error', () => {})
+    const [response] = await once(reader, 'response') as [IncomingMessage]
+    if (response.statusCode !== 200) throw new Error(`GET /events answered ${response.statusCode}`)
+    response.resume()
   }
+  const restart = server.restart
+  server.restart = async () => {
+    reader?.destroy()
+    await restart()
+    await attach()
+  }
+  return Object.assign(server, { close: () => reader?.destroy() })
 }
 
 const lines: string[] = []
@@ -606,6 +649,45 @@ if (bigSeed !== undefined) {
     await stop(server)
     await close?.()
   }
+}
+
+// 6. Writes with events: POST /users with the outbox, without it, and with a reader of the feed.
+const EVENTS_TARGET = 0.8
+const eventsWorkload = { ...workload('POST /users'), name: 'POST /users with events' }
+if (chosen(eventsWorkload)) {
+  const databases: Array<{ name: string, on: Server, off: Server, read: Server & { close: () => void }, close?: () => Promise<void> }> = []
+  databases.push({
+    name: 'SQLite',
+    on: await startService('events on', seed),
+    off: await startService('events off', withoutEventsSqlite(seed)),
+    read: withEventsReader(await startService('events on, a reader', seed))
+  })
+  if (values.postgres !== undefined) {
+    const schemas = await Promise.all(['on', 'off', 'read'].map(async (side) => await postgresSchema(values.postgres!, `bench_events_${side}`)))
+    const [on, off, read] = schemas as [typeof schemas[number], typeof schemas[number], typeof schemas[number]]
+    await off.admin.query('drop trigger user_events on users')
+    databases.push({
+      name: 'PostgreSQL',
+      on: await startOnPostgres('events on', on.serviceUrl),
+      off: await startOnPostgres('events off', off.serviceUrl),
+      read: withEventsReader(await startOnPostgres('events on, a reader', read.serviceUrl)),
+      close: async () => { for (const schema of schemas) await schema.drop() }
+    })
+  }
+  write('## Writes with events', '',
+    'POST /users on the service as shipped (events on), on the same build with the outbox\'s triggers dropped from its database (events off), ' +
+    `and as shipped with a reader of /events attached${values.postgres === undefined ? ' (on SQLite; `--postgres <url>` adds PostgreSQL)' : ''}.`, '',
+    `| database | events off req/s | events on req/s | on ÷ off (target ≥ ${EVENTS_TARGET}×) | a reader req/s | a reader ÷ off (target ≥ ${EVENTS_TARGET}×) |`,
+    '|---|---:|---:|---:|---:|---:|')
+  for (const { name, on, off, read, close } of databases) {
+    const [offSamples, onSamples, readSamples] = await compare([off, on, read].map((server) => ({ server, workload: eventsWorkload }))) as [Sample[], Sample[], Sample[]]
+    write(`| ${name} | ${summarise(offSamples).rps.toFixed(0)} | ${summarise(onSamples).rps.toFixed(0)} | ${mark(medianRatio(onSamples, offSamples), EVENTS_TARGET)} | ` +
+      `${summarise(readSamples).rps.toFixed(0)} | ${mark(medianRatio(readSamples, offSamples), EVENTS_TARGET)} |`)
+    read.close()
+    for (const server of [on, off, read]) await stop(server)
+    await close?.()
+  }
+  write('')
 }
 
 rmSync(folder, { recursive: true, force: true })
