@@ -49,7 +49,7 @@ export const EventsSchema = {
       content: { 'text/event-stream': { schema: Type.String({ description: STREAM_TEXT, examples: ['id: 42\nevent: user.updated\ndata: {"id":42,"type":"user.updated","timestamp":"2026-12-02T13:21:41.118Z","data":{"userId":7,"changed":["name"]}}\n\n'] }) } }
     },
     400: errorResponse('`Last-Event-ID` or `after` is not an event id, or names one after the newest: it comes from another feed.'),
-    410: errorResponse('Events after the position asked for are no longer kept (`EVENTS_RETENTION`); the message names the oldest kept. Read the users again, then follow from the newest.'),
+    410: errorResponse('Events after the position asked for are purged (`EVENTS_RETENTION`); the message names the oldest kept. Read the users again, then follow from the newest.'),
     503: errorResponse('The database cannot do its work now; retry after `Retry-After` seconds.')
   }
 }

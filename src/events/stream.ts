@@ -25,7 +25,7 @@ async function startingPosition (app: FastifyInstance, feed: EventFeed, lastEven
   }
   const oldest = await oldestPosition(app.db)
   if (asked < oldest - 1) {
-    throw new AppError(`Events after ${asked} are no longer kept (EVENTS_RETENTION): the oldest kept is ${oldest}. Read the users again, then follow from ${newest}`, 410)
+    throw new AppError(`Events after ${asked} are purged (EVENTS_RETENTION): the oldest kept is ${oldest}. Read the users again, then follow from ${newest}`, 410)
   }
   return asked
 }

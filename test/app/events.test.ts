@@ -155,7 +155,7 @@ for (const database of testDatabases) {
       await app.db.deleteFrom('events').where('position', '<', 3).execute()
       const gone = await app.inject({ url: '/events', headers: { 'last-event-id': '1' } })
       assert.equal(gone.statusCode, 410)
-      assert.match(gone.json().error, /^Events after 1 are no longer kept \(EVENTS_RETENTION\): the oldest kept is 3\./)
+      assert.match(gone.json().error, /^Events after 1 are purged \(EVENTS_RETENTION\): the oldest kept is 3\./)
       assert.equal((await app.inject({ url: '/events?after=0' })).statusCode, 410)
     })
 

@@ -165,7 +165,7 @@ export function changingUsersSuite (database: TestDatabase): void {
       assert.equal(afterChange.body, first.body)
       assert.equal(afterChange.headers['idempotent-replayed'], 'true')
       assert.equal(afterChange.headers.etag, first.headers.etag)
-      // The first answer's ETag is no longer current: a change based on it is refused.
+      // The first answer's ETag is stale: a change based on it is refused.
       assert.equal((await patch(app, '/users/1', { name: 'Lost' }, { 'if-match': String(afterChange.headers.etag) })).statusCode, 412)
 
       assert.equal((await remove(app, '/users/1')).statusCode, 204)

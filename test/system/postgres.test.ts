@@ -340,7 +340,7 @@ describe('PostgreSQL refusing work for a while', { skip: postgres.skip }, () => 
     await sleep(1000) // the line is written a second after the first refusal
     const refused = `The database refuses this instance more connections (too many connections for role "${role.schema}"): it goes on with the 2 it has, and requests wait for one of them; the instances' DATABASE_POOL_SIZE together is more than it allows`
     assert.deepEqual(logs.lines.filter((line) => line.level >= 40 && !line.msg.startsWith('database connections lost')).map((line) => line.msg), [refused],
-      'one warning, no outage: before, a line for each refused request that followed an answered one')
+      'one warning, no outage, not a line for each refused request that follows an answered one')
     const [open] = await postgresQuery<{ count: string }>('select count(*) from pg_stat_activity where usename = $1', [role.schema])
     assert.equal(open?.count, '2')
   })
@@ -380,9 +380,9 @@ describe('PostgreSQL refusing work for a while', { skip: postgres.skip }, () => 
       }
     }))
     const answers = Object.fromEntries(outcomes)
-    assert.equal(service.child.exitCode, null, `the process lives on (before, it ended on EMFILE): ${JSON.stringify(answers)}`)
+    assert.equal(service.child.exitCode, null, `the process lives on through EMFILE: ${JSON.stringify(answers)}`)
     assert.ok((outcomes.get(200) ?? 0) > 0, JSON.stringify(answers))
-    assert.equal(outcomes.get(500), undefined, `no 500 (before, a new pooled connection failed with EMFILE): ${JSON.stringify(answers)}`)
+    assert.equal(outcomes.get(500), undefined, `no 500 when a new pooled connection fails with EMFILE: ${JSON.stringify(answers)}`)
     assert.deepEqual(service.stdout.filter((line) => line.includes('EMFILE')), [])
   })
 

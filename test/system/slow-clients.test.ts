@@ -470,7 +470,7 @@ test('requests pipelined on one connection are answered in order, one at a time;
   t.after(() => flood.destroy())
   const closing = () => service.stdout.map((line) => JSON.parse(line)).filter((line) => line.msg === 'closing a connection that pipelined more requests than are handled in turn')
   await waitFor(() => closing().length > 0 || service.child.exitCode !== null, 10_000)
-  assert.equal(service.child.exitCode, null, 'the process lives on (before, its heap ran out)')
+  assert.equal(service.child.exitCode, null, 'the process lives on, its heap within bounds')
   assert.deepEqual(closing().map((line) => [line.level, line.maxWaiting]), [[30, 64]])
   flood.resume()
   await new Promise((resolve) => flood.once('close', resolve))

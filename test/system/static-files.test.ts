@@ -172,7 +172,7 @@ test('at most 64 files are sent at once: past it a page answers 503 with Retry-A
     clients.push(socket)
   }
   await sleep(1500)
-  assert.equal(service.child.exitCode, null, 'the process lives on (before, it ended: EMFILE, reading its memory figures)')
+  assert.equal(service.child.exitCode, null, 'the process lives on, though EMFILE keeps it from reading its memory figures')
 
   const refused = await rawRequest(service.port, { path: '/large.bin' })
   assert.equal(refused.statusCode, 503)
