@@ -280,19 +280,26 @@ async function seededDatabase (size: number, source = root): Promise<string> {
   return file
 }
 
-/** Starts the service (or its build at `--against`) on a fresh copy of a seeded database. */
-async function startService (name: string, seed: string, bundle = join(root, SERVER_BUNDLE)) {
+/** The service's bundle (or one built at `--against`) as shipped, on a free port, with DATABASE_URL `databaseUrl`. */
+async function startBundle (name: string, databaseUrl: (port: number) => string, bundle = join(root, SERVER_BUNDLE)) {
   const port = await freePort()
-  const databaseFile = join(folder, `service-${port}.db`)
-  copyFileSync(seed, databaseFile)
   return await startServer(name, pin(0, [process.execPath, bundle]), port, {
     NODE_ENV: 'production',
     JWT_SECRET: 'bench-secret-of-thirty-two-bytes-or-more',
     LOG_LEVEL: 'warn',
     HOST: '127.0.0.1',
     PORT: String(port),
-    DATABASE_URL: `sqlite:${databaseFile}`
+    DATABASE_URL: databaseUrl(port)
   })
+}
+
+/** Starts the service (or its build at `--against`) on a fresh copy of a seeded database. */
+async function startService (name: string, seed: string, bundle = join(root, SERVER_BUNDLE)) {
+  return await startBundle(name, (port) => {
+    const databaseFile = join(folder, `service-${port}.db`)
+    copyFileSync(seed, databaseFile)
+    return `sqlite:${databaseFile}`
+  }, bundle)
 }
 
 /**
@@ -382,14 +389,6 @@ async function postgresSchema (url: string, schema: string) {
   }
 }
 
-/** Starts the service on PostgreSQL, at the URL of a schema of `postgresSchema`. */
-async function startOnPostgres (name: string, serviceUrl: string) {
-  const port = await freePort()
-  return await startServer(name, pin(0, [process.execPath, join(root, SERVER_BUNDLE)]), port, {
-    NODE_ENV: 'production', JWT_SECRET: 'bench-secret-of-thirty-two-bytes-or-more', LOG_LEVEL: 'warn', HOST: '127.0.0.1', PORT: String(port), DATABASE_URL: serviceUrl
-  })
-}
-
 /**
  * `size` users in a schema of PostgreSQL's own at `url`, seeded as an operator loads users in bulk
  * (docs/api.md): in one transaction with the count's trigger off, then counted, vacuumed and
@@ -405,7 +404,7 @@ async function seededPostgres (url: string, size: number) {
   await admin.query('vacuum analyze users, user_counts')
   const at = await positions(async (order, offset) =>
     (await admin.query<ListedRow>(`select id, name, created_at from users order by ${order} limit 1 offset ${offset}`)).rows[0]!)
-  return { name: 'PostgreSQL', server: await startOnPostgres('PostgreSQL', serviceUrl), at, close: drop }
+  return { name: 'PostgreSQL', server: await startBundle('PostgreSQL', () => serviceUrl), at, close: drop }
 }
 
 /** A copy of the seeded SQLite database with the outbox's triggers (migration 2026-12-02-user-events) dropped: writes without events. */
@@ -663,15 +662,14 @@ if (chosen(eventsWorkload)) {
     read: withEventsReader(await startService('events on, a reader', seed))
   })
   if (values.postgres !== undefined) {
-    const schemas = await Promise.all(['on', 'off', 'read'].map(async (side) => await postgresSchema(values.postgres!, `bench_events_${side}`)))
-    const [on, off, read] = schemas as [typeof schemas[number], typeof schemas[number], typeof schemas[number]]
+    const [on, off, read] = [await postgresSchema(values.postgres, 'bench_events_on'), await postgresSchema(values.postgres, 'bench_events_off'), await postgresSchema(values.postgres, 'bench_events_read')]
     await off.admin.query('drop trigger user_events on users')
     databases.push({
       name: 'PostgreSQL',
-      on: await startOnPostgres('events on', on.serviceUrl),
-      off: await startOnPostgres('events off', off.serviceUrl),
-      read: withEventsReader(await startOnPostgres('events on, a reader', read.serviceUrl)),
-      close: async () => { for (const schema of schemas) await schema.drop() }
+      on: await startBundle('events on', () => on.serviceUrl),
+      off: await startBundle('events off', () => off.serviceUrl),
+      read: withEventsReader(await startBundle('events on, a reader', () => read.serviceUrl)),
+      close: async () => { for (const schema of [on, off, read]) await schema.drop() }
     })
   }
   write('## Writes with events', '',

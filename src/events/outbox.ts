@@ -51,9 +51,8 @@ const PURGED_AT_ONCE = 10_000
  * Deletes the events stored before `before` and at or below `upTo`, a batch at a time from the
  * oldest, always keeping the newest, whose position says where the feed is; resolves with how many
  * went. It stops at the first event stored since `before`: positions follow commit order, so the
- * few events committed out of their time order wait for the next purge. Each batch is read before
- * it is deleted: a delete makes the SQLite worker cut its WAL, which a purge with nothing to purge
- * has no reason to do.
+ * few events committed out of their time order wait for the next purge. Nothing to purge deletes
+ * nothing: a delete makes the SQLite worker cut its WAL.
  */
 export async function purgeEvents (db: Kysely<Database>, before: string, upTo: number): Promise<number> {
   let purged = 0

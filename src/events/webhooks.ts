@@ -62,10 +62,13 @@ export function deliverWebhooks (db: Kysely<Database>, feed: EventFeed, config: 
   const stopping = new AbortController()
   const until = () => storedNow(LEASE_MS)
 
-  /** Tries the events after the cursor in order, while they are taken; false when the lease was lost. */
-  async function deliverFrom (url: string, cursor: Cursor): Promise<boolean> {
+  /**
+   * Tries the events after the cursor in order, while they are taken; resolves with the position
+   * the endpoint has, or false when the lease was lost.
+   */
+  async function deliverFrom (url: string, cursor: Cursor): Promise<number | false> {
     for (const event of await eventsAfter(db, cursor.position)) {
-      if (stopping.signal.aborted) return true
+      if (stopping.signal.aborted) return cursor.position
       const refusal = await post(url, config.key, event)
       if (refusal === undefined) {
         counted('delivered')
@@ -85,9 +88,9 @@ export function deliverWebhooks (db: Kysely<Database>, feed: EventFeed, config: 
       counted('retried')
       const delay = retryDelay(config.retryBaseMs, cursor.attempts + 1)
       log.info({ endpoint: shown(url), event: event.id, attempts: cursor.attempts + 1, reason: refusal, retryInMs: Math.round(delay) }, 'webhook event not taken: trying again later')
-      return await retryLater(db, url, owner, cursor, now, storedNow(delay))
+      return await retryLater(db, url, owner, cursor, now, storedNow(delay)) && cursor.position
     }
-    return true
+    return cursor.position
   }
 
   async function serve (url: string): Promise<void> {
@@ -101,8 +104,9 @@ export function deliverWebhooks (db: Kysely<Database>, feed: EventFeed, config: 
           await sleep(LEASE_MS / 2, undefined, { signal: stopping.signal, ref: false })
         } else if (due > 0) {
           await sleep(Math.min(due, LEASE_MS / 2), undefined, { signal: stopping.signal, ref: false })
-        } else if (await deliverFrom(url, cursor)) {
-          await feed.waitBeyond(cursor.position, LEASE_MS / 2, stopping.signal)
+        } else {
+          const reached = await deliverFrom(url, cursor)
+          if (reached !== false) await feed.waitBeyond(reached, LEASE_MS / 2, stopping.signal)
         }
       } catch (error) {
         if (stopping.signal.aborted) return
