@@ -5,7 +5,7 @@
  */
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
 import fp from 'fastify-plugin'
-import { DatabaseUnavailableError, UserIdsExhaustedError } from '../storage/unavailable.js'
+import { DatabaseUnavailableError, UserIdsExhaustedError } from '../storage/observed-queries.js'
 import type { ValidationDetail } from './schemas.js'
 
 /** The type of every JSON answer. */

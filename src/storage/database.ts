@@ -2,21 +2,15 @@
  * The configured database as Kysely over a connection of this thread, for `npm run migrate` and the
  * tests; the service opens it through storage.ts, which keeps SQLite's waits off the event loop.
  */
-import type SQLite from 'better-sqlite3'
 import { Kysely, SqliteDialect } from 'kysely'
 import type { DatabaseConfig } from '../config/config.js'
 import { postgresDialect, type PostgresOptions } from './postgres.js'
 import type { Database } from './schema.js'
-import { openSqliteFile, preparedOnce } from './sqlite-file.js'
+import { openSqliteFile } from './sqlite-file.js'
 
 export type Dialect = DatabaseConfig['dialect']
 
 export async function createDatabase (config: DatabaseConfig, options: PostgresOptions = {}): Promise<{ db: Kysely<Database> }> {
   if (config.dialect === 'postgres') return { db: new Kysely<Database>({ dialect: postgresDialect(config, options).dialect }) }
-  return { db: sqliteKysely(await openSqliteFile(config.filename)) }
-}
-
-function sqliteKysely (database: SQLite.Database): Kysely<Database> {
-  const prepare = preparedOnce(database)
-  return new Kysely<Database>({ dialect: new SqliteDialect({ database: { prepare, close: () => { database.close() } } }) })
+  return { db: new Kysely<Database>({ dialect: new SqliteDialect({ database: await openSqliteFile(config.filename) }) }) }
 }

@@ -1,5 +1,5 @@
 /** The PostgreSQL pool's losses and refusals of connections, each in one log line at a time. */
-import type { OutageLogger } from './unavailable.js'
+import type { OutageLogger } from './observed-queries.js'
 
 /** PostgreSQL's SQLSTATE for a session it ended for being idle too long. */
 const IDLE_SESSION_TIMEOUT = '57P05'

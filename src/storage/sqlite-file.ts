@@ -76,19 +76,3 @@ function writeProblem (path: string): string | undefined {
     return code === 'EROFS' ? 'is on a read-only filesystem' : `is not writable by this process (user id ${process.getuid?.() ?? 'unknown'}, ${code})`
   }
 }
-
-/**
- * The one statement cache: each statement is prepared once and reused, since preparing parses the
- * SQL again; better-sqlite3 runs one statement to completion before the next.
- */
-export function preparedOnce (database: SQLite.Database): (sql: string) => SQLite.Statement {
-  const statements = new Map<string, SQLite.Statement>()
-  return (sql) => {
-    let statement = statements.get(sql)
-    if (statement === undefined) {
-      statement = database.prepare(sql)
-      statements.set(sql, statement)
-    }
-    return statement
-  }
-}

@@ -1,6 +1,6 @@
 /** Watches the WAL of the service's SQLite file grow while another connection holds a read open. */
 import { stat } from 'node:fs/promises'
-import type { OutageLogger } from './unavailable.js'
+import type { OutageLogger } from './observed-queries.js'
 
 /** A WAL this large has not been checkpointed for a while: some open read still needs it. */
 const WAL_HELD_BACK_BYTES = 64 * 1024 * 1024

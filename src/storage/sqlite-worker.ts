@@ -6,8 +6,31 @@
 import { statSync, type Stats } from 'node:fs'
 import { parentPort, workerData } from 'node:worker_threads'
 import type SQLite from 'better-sqlite3'
-import { describeError as describe, monotonicMs, type Batch, type BatchResult, type Outcome, type WorkerMessage } from './sqlite-protocol.js'
-import { openSqliteFile, preparedOnce } from './sqlite-file.js'
+import { openSqliteFile } from './sqlite-file.js'
+
+// The messages between this thread and the main thread's dialect (sqlite.ts), which imports only
+// their types from here: importing this module runs the worker.
+export interface Batch {
+  type: 'batch'
+  id: number
+  /** `statement`: one statement run as it is, outside the worker's transactions (migrations). */
+  kind: 'read' | 'write' | 'check' | 'statement'
+  queries: Array<{ sql: string, parameters: readonly unknown[] }>
+  /**
+   * When its callers stop waiting, on `process.hrtime.bigint()`, a clock that never steps and is the
+   * same in every thread; none for a migration's statement, which takes as long as it needs.
+   */
+  deadline: bigint | undefined
+}
+export type WorkerMessage = Batch | { type: 'close' }
+
+export interface ErrorDescription { code: string | undefined, message: string }
+/** A statement's rows, and for one that writes, how many rows it changed. */
+export type Outcome = { rows: unknown[], changes?: number } | { error: ErrorDescription }
+export type BatchResult =
+  | { id: number, outcomes: Outcome[] }
+  | { id: number, expired: true }
+  | { id: number, failed: ErrorDescription }
 
 const port = parentPort!
 
@@ -38,14 +61,28 @@ function checkFiles (): void {
   }
 }
 
+const describe = (error: unknown): ErrorDescription => {
+  const { code, message } = error as { code?: unknown, message?: unknown }
+  return { code: typeof code === 'string' ? code : undefined, message: String(message ?? error) }
+}
+
+/** Milliseconds until the batch's callers stop waiting. */
+const timeLeft = ({ deadline }: Batch): number =>
+  deadline === undefined ? Number.POSITIVE_INFINITY : Number(deadline - process.hrtime.bigint()) / 1e6
+
 function main (database: SQLite.Database): void {
-  const prepare = preparedOnce(database)
+  // Each statement is prepared once and reused, since preparing parses the SQL again;
+  // better-sqlite3 runs one statement to completion before the next.
+  const statements = new Map<string, SQLite.Statement>()
   const run = (sql: string, parameters: readonly unknown[]): { rows: unknown[], changes?: number } => {
-    const statement = prepare(sql)
+    let statement = statements.get(sql)
+    if (statement === undefined) {
+      statement = database.prepare(sql)
+      statements.set(sql, statement)
+    }
     if (statement.reader) return { rows: statement.all(...parameters) }
     return { rows: [], changes: statement.run(...parameters).changes }
   }
-  const timeLeft = (batch: Batch) => batch.deadline - monotonicMs()
 
   /** Reads share one snapshot; each fails alone. */
   function read (batch: Batch): Outcome[] {
@@ -69,7 +106,7 @@ function main (database: SQLite.Database): void {
    */
   function write (batch: Batch): Outcome[] | 'expired' {
     checkFiles()
-    database.pragma(`busy_timeout = ${Math.max(0, timeLeft(batch))}`)
+    database.pragma(`busy_timeout = ${Math.max(0, Math.ceil(timeLeft(batch)))}`)
     run('begin immediate', [])
     if (timeLeft(batch) <= 0) {
       run('rollback', [])

@@ -12,10 +12,9 @@ import {
   type CompiledQuery, type DatabaseConnection, type Dialect, type Driver, type QueryResult
 } from 'kysely'
 import { migrateToLatest, type MigrationOutcome } from './migrate.js'
-import { monotonicMs, toError, type Batch, type BatchResult, type ErrorDescription, type Outcome, type SqliteWorker, type WorkerMessage } from './sqlite-protocol.js'
+import type { Batch, BatchResult, ErrorDescription, Outcome, WorkerMessage } from './sqlite-worker.js'
 import { watchWalSize } from './sqlite-wal-size.js'
-import { observeQuery, type Observation } from './observed-dialect.js'
-import { DatabaseUnavailableError, type OutageLogger } from './unavailable.js'
+import { DatabaseUnavailableError, observeQuery, type Observation, type OutageLogger } from './observed-queries.js'
 
 /** How long a request waits for SQLite before it is answered 503, and readiness. */
 const QUERY_TIMEOUT_MS = 5000
@@ -29,6 +28,17 @@ interface Pending {
   resolve: (outcome: { rows: unknown[], changes?: number }) => void
   reject: (error: unknown) => void
 }
+
+/** The worker as the dialect sees it. */
+export interface SqliteWorker {
+  /** Sends queries as one batch; resolves with its result, or `expired` past `timeoutMs`. */
+  send: (kind: Batch['kind'], queries: Array<{ sql: string, parameters: readonly unknown[] }>, timeoutMs: number) => Promise<BatchResult>
+  /** What opening did to the schema. */
+  migrations: MigrationOutcome
+  close: () => Promise<void>
+}
+
+const toError = ({ code, message }: ErrorDescription): Error => Object.assign(new Error(message), { code })
 
 /** Why a whole batch failed, if it did. */
 const failureOf = (result: BatchResult): Error | undefined =>
@@ -147,7 +157,7 @@ const STATEMENT_ID = -1
 /** Runs one statement of a migration, for as long as it takes: the service waits for its schema. */
 function runStatement (thread: Omit<WorkerThread, 'migrations'>, { sql, parameters }: CompiledQuery) {
   return new Promise<{ rows: unknown[], changes?: number }>((resolve, reject) => {
-    const batch: Batch = { type: 'batch', id: STATEMENT_ID, kind: 'statement', queries: [{ sql, parameters }], deadline: Number.POSITIVE_INFINITY }
+    const batch: Batch = { type: 'batch', id: STATEMENT_ID, kind: 'statement', queries: [{ sql, parameters }], deadline: undefined }
     thread.post(batch, (result) => { settle({ resolve, reject }, 'outcomes' in result ? result.outcomes[0] : undefined, failureOf(result)) })
   })
 }
@@ -242,7 +252,7 @@ export async function openSqliteWorker (filename: string, log: OutageLogger): Pr
     if (worker !== undefined) return await worker
     if (closed) throw new Error('the database is closed')
     if (filename === ':memory:') throw new Error('the SQLite worker stopped, and an in-memory database cannot be reopened')
-    if (lastFailure !== undefined && monotonicMs() - lastFailure.at < REOPEN_INTERVAL_MS) throw lastFailure.error
+    if (lastFailure !== undefined && performance.now() - lastFailure.at < REOPEN_INTERVAL_MS) throw lastFailure.error
     const opening = startWorker(filename, true, workerStopped)
     worker = opening
     try {
@@ -254,7 +264,7 @@ export async function openSqliteWorker (filename: string, log: OutageLogger): Pr
       if (worker === opening) worker = undefined
       const failure = new Error(`the SQLite worker stopped, and ${filename} could not be opened again: ${(error as Error).message}`)
       if (lastFailure === undefined) log.error({ err: error }, `${filename} could not be opened again; it will be tried again when needed, at most once a second`)
-      lastFailure = { error: failure, at: monotonicMs() }
+      lastFailure = { error: failure, at: performance.now() }
       throw failure
     }
   }
@@ -262,7 +272,7 @@ export async function openSqliteWorker (filename: string, log: OutageLogger): Pr
   let nextId = 0
   function send (kind: Batch['kind'], queries: Array<{ sql: string, parameters: readonly unknown[] }>, timeoutMs: number): Promise<BatchResult> {
     const id = nextId++
-    const batch: Batch = { type: 'batch', id, kind, queries: queries.map(({ sql, parameters }) => ({ sql, parameters })), deadline: monotonicMs() + timeoutMs }
+    const batch: Batch = { type: 'batch', id, kind, queries: queries.map(({ sql, parameters }) => ({ sql, parameters })), deadline: process.hrtime.bigint() + BigInt(timeoutMs) * 1_000_000n }
     return new Promise((resolve) => {
       let thread: WorkerThread | undefined
       let answered = false

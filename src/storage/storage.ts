@@ -1,18 +1,17 @@
 /**
  * The service's storage: Kysely over the configured database, migrated, with every query watched
- * for outages (observed-dialect.ts). SQLite runs on a worker thread; PostgreSQL through its pool.
+ * for outages (observed-queries.ts). SQLite runs on a worker thread; PostgreSQL through its pool.
  */
 import { randomBytes } from 'node:crypto'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { Kysely } from 'kysely'
 import type { DatabaseConfig } from '../config/config.js'
 import { migrateToLatest, type MigrationOutcome } from './migrate.js'
-import { observed } from './observed-dialect.js'
+import { observed, outageLog, type OutageLog, type OutageLogger } from './observed-queries.js'
 import { postgresDialect, type PoolStats } from './postgres.js'
 import { connectionLossesLog, connectionRefusalsLog } from './postgres-logs.js'
 import type { Database } from './schema.js'
 import { openSqliteWorker, sqliteWorkerDialect } from './sqlite.js'
-import { outageLog, type OutageLog, type OutageLogger } from './unavailable.js'
 
 export interface Storage {
   db: Kysely<Database>

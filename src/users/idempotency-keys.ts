@@ -3,7 +3,7 @@
  * erased user keeps no fingerprint of its request, so any request with its key is answered as a retry.
  */
 import { sql, type Kysely } from 'kysely'
-import { isUniqueViolation } from '../storage/unavailable.js'
+import { isUniqueViolation } from '../storage/observed-queries.js'
 import type { Database, NewUser } from '../storage/schema.js'
 
 /** An `Idempotency-Key`, the fingerprint of its request, and the oldest creation it still covers. */

@@ -11,7 +11,7 @@ import type { FastifyInstance, InjectOptions, LightMyRequestResponse } from 'fas
 import { createSigner } from 'fast-jwt'
 import addFormats from 'ajv-formats'
 import { OpenAPIBackend, type Document } from 'openapi-backend'
-import { DatabaseUnavailableError, UserIdsExhaustedError } from '../../src/storage/unavailable.js'
+import { DatabaseUnavailableError, UserIdsExhaustedError } from '../../src/storage/observed-queries.js'
 import { getUntil, testApp } from '../helpers.js'
 
 const secret = 'a-test-secret-that-is-long-enough-for-hs256'

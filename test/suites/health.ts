@@ -1,7 +1,7 @@
 /** Readiness and health, on one database: run by test/app/ on each backend and by test/system/pgbouncer.test.ts behind PgBouncer. */
 import assert from 'node:assert/strict'
 import { describe, test } from 'node:test'
-import { DatabaseUnavailableError } from '../../src/storage/unavailable.js'
+import { DatabaseUnavailableError } from '../../src/storage/observed-queries.js'
 import { testAppOn, type TestDatabase } from '../helpers.js'
 
 export function healthSuite (database: TestDatabase): void {
