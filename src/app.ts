@@ -10,7 +10,6 @@ import type { Config } from './config/config.js'
 import edge from './http/transport.js'
 import { sendsFiles } from './http/file-limit.js'
 import { serverOptions } from './http/server-options.js'
-import drain from './http/drain.js'
 import errors, { unknownPathsAtOnce } from './http/errors.js'
 import exposure from './http/exposure.js'
 import guards from './http/guards.js'
@@ -63,7 +62,6 @@ export async function buildApp (config: Config, options: BuildOptions = {}): Pro
   await app.register(errors)
   // Files are served last, and not under the path of any route registered from here on.
   const apiSegments = apiPathSegments(app)
-  await app.register(drain)
   if (config.metrics) await app.register(metricsCollection, { droppedLogLines: options.droppedLogLines })
   await app.register(requestContext)
   await app.register(cors, { origin: config.corsOrigin })

@@ -1,7 +1,9 @@
 /**
  * What every request gets (seed §6), in one `onRequest` hook: its id sent back, the JSON security
  * headers, `Connection: close` while draining, and a refusal without Host; and in one `onResponse`
- * hook, its access-log line and its metrics.
+ * hook, its access-log line and its metrics. Draining starts before a shutdown: from then on
+ * `/ready` answers 503 and every answer asks for its connection to close, so that traffic moves
+ * elsewhere while requests are still answered.
  */
 import { randomUUID } from 'node:crypto'
 import type { IncomingMessage } from 'node:http'
@@ -10,6 +12,16 @@ import fp from 'fastify-plugin'
 import type { HeaderSchema } from './schemas.js'
 import { AppError } from './errors.js'
 import { API_SECURITY_HEADERS } from './security-headers.js'
+
+declare module 'fastify' {
+  interface FastifyInstance {
+    /** Whether the service is draining before it shuts down (service.ts, on SIGTERM). */
+    readonly draining: boolean
+    startDraining: () => void
+    /** Whether the app is closing: connections are released as soon as they are idle. */
+    readonly closing: boolean
+  }
+}
 
 const SAFE_REQUEST_ID = /^[A-Za-z0-9._-]{1,128}$/
 
@@ -25,6 +37,16 @@ export function requestIdFrom (request: IncomingMessage): string {
 }
 
 async function requestContext (app: FastifyInstance): Promise<void> {
+  let draining = false
+  let closing = false
+  app.decorate('draining', { getter: () => draining })
+  app.decorate('startDraining', () => { draining = true })
+  app.decorate('closing', { getter: () => closing })
+  app.addHook('preClose', (done) => {
+    closing = true
+    done()
+  })
+
   // Decided once: at LOG_LEVEL=warn and above the line is never written, so never built.
   const accessLog = ['info', 'debug', 'trace'].includes(app.log.level)
   const observe = app.hasDecorator('observeRequest') ? app.observeRequest : undefined
@@ -62,7 +84,7 @@ async function requestContext (app: FastifyInstance): Promise<void> {
     // Not stored by any cache unless the route says otherwise (conditional-get.ts).
     reply.header('cache-control', 'no-store')
     if (accessLog) logIfAborted(request, reply)
-    if (app.draining) reply.header('connection', 'close')
+    if (draining) reply.header('connection', 'close')
     // RFC 9112 §3.2: an HTTP/1.1 request names its host. Node's own check is off (server-options.ts)
     // so that the refusal is answered as every other error is.
     if (request.headers.host === undefined && request.raw.httpVersion === '1.1') {
@@ -84,9 +106,9 @@ async function requestContext (app: FastifyInstance): Promise<void> {
     observe?.(request, reply)
     // A request in flight when closing began was answered with keep-alive; its connection is
     // idle now, and would hold the shutdown until the client hung up.
-    if (app.closing) app.server.closeIdleConnections()
+    if (closing) app.server.closeIdleConnections()
     done()
   })
 }
 
-export default fp(requestContext, { name: 'request-context', dependencies: ['drain'] })
+export default fp(requestContext, { name: 'request-context' })
