@@ -45,10 +45,15 @@ export class AppError extends Error {
   }
 }
 
-/** A 401 with its bearer challenge (RFC 6750 §3): `invalid_token` unless no credentials came at all. */
+/** The bearer challenge (RFC 6750 §3) of a 401 or 403, with the error and scope it names. */
+export function bearerChallenge (error?: 'invalid_token' | 'insufficient_scope', scope?: string): { 'www-authenticate': string } {
+  const parameters = [error === undefined ? '' : `, error="${error}"`, scope === undefined ? '' : `, scope="${scope}"`]
+  return { 'www-authenticate': `Bearer realm="api"${parameters.join('')}` }
+}
+
+/** A 401 with its challenge: `invalid_token` unless no credentials came at all. */
 export function unauthorized (message: string, withoutCredentials = false): AppError {
-  const challenge = withoutCredentials ? 'Bearer realm="api"' : 'Bearer realm="api", error="invalid_token"'
-  return new AppError(message, 401, { 'www-authenticate': challenge })
+  return new AppError(message, 401, bearerChallenge(withoutCredentials ? undefined : 'invalid_token'))
 }
 
 /** What a token was refused for, as operators read it in the log. */
@@ -60,7 +65,7 @@ export type RefusalReason = 'malformed' | 'algorithm' | 'type' | 'kid' | 'signat
  */
 export class TokenRefusal extends AppError {
   constructor (readonly reason: RefusalReason, readonly detail: string, message = 'Token is invalid') {
-    super(message, 401, { 'www-authenticate': 'Bearer realm="api", error="invalid_token"' })
+    super(message, 401, bearerChallenge('invalid_token'))
   }
 }
 

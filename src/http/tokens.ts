@@ -9,7 +9,7 @@ import type { Algorithm } from 'fast-jwt'
 import type { FastifyInstance, FastifyRequest, onRequestHookHandler } from 'fastify'
 import type { AuthMode } from '../config/config.js'
 import { tokenType, type TokenConfig } from '../config/tokens.js'
-import { AppError, TokenRefusal, unauthorized, type RefusalReason } from './errors.js'
+import { AppError, bearerChallenge, TokenRefusal, unauthorized, type RefusalReason } from './errors.js'
 import { algorithmFitsKey, providerKeys, type ProviderKeys } from './provider-keys.js'
 import { errorResponse, type HeaderSchema, type Responses } from './schemas.js'
 
@@ -205,8 +205,7 @@ export async function tokenChecks (app: FastifyInstance, { mode, scopes, maxLife
 
   const requireScope = (scope: Scope) => async (request: FastifyRequest): Promise<void> => {
     if (grantedScopes(request.user).has(scope)) return
-    throw new AppError(`Token lacks the scope this route asks for: ${scope}`, 403,
-      { 'www-authenticate': `Bearer realm="api", error="insufficient_scope", scope="${scope}"` })
+    throw new AppError(`Token lacks the scope this route asks for: ${scope}`, 403, bearerChallenge('insufficient_scope', scope))
   }
 
   const refused = errorResponse('Missing, malformed, expired or wrongly signed bearer token, or one that lives longer than `JWT_MAX_LIFETIME`. ' +
