@@ -313,6 +313,20 @@ export function usersSuite (database: TestDatabase): void {
       assert.deepEqual([deepest.statusCode, deepest.json()], [200, []], 'an offset of 10,000 is still taken')
     })
 
+    test('a query parameter a route does not declare is ignored: the answer, its ETag and its Link are those without it', async (t) => {
+      const app = await testAppOn(t, database)
+      for (const name of ['Ada', 'Grace']) await postJson(app, '/users', { name, email: `${name.toLowerCase()}@example.com` })
+      const answer = async (url: string) => {
+        const { statusCode, headers, body } = await app.inject(url)
+        return { statusCode, etag: headers.etag, link: headers.link, body }
+      }
+      for (const [url, extra] of [['/users?limit=1', '&_=1733170000&limt=5'], ['/users/1', '?_=1'], ['/custom?name=Ada', '&nmae=Grace']]) {
+        const plain = await answer(url!)
+        assert.equal(plain.statusCode, 200, url)
+        assert.deepEqual(await answer(url! + extra!), plain, url + extra!)
+      }
+    })
+
     test('GET /users/{id} answers 404 for an unknown, non-numeric or non-canonical id', async (t) => {
       const app = await testAppOn(t, database)
       await postJson(app, '/users', ada)
