@@ -6,8 +6,10 @@ import { ConfigError } from './config-error.js'
 import { parseDuration } from './values.js'
 
 export interface WebhookConfig {
-  /** Each endpoint gets every event, in order. */
+  /** Each endpoint gets every event, in order; written without the credentials of `authorization`. */
   urls: string[]
+  /** Basic authentication of the endpoints whose entry carried `user:password@`, by their URL. */
+  authorization: Record<string, string>
   /** The HMAC-SHA256 key, decoded from `whsec_…`. */
   key: Buffer
   /** How long an event is retried before it is kept as failed. */
@@ -24,6 +26,9 @@ export interface EventsConfig {
   webhooks: WebhookConfig | undefined
 }
 
+/** A WEBHOOK_URLS entry as an error message may show it: whatever stands between `//` and `@` is masked. */
+const withoutPassword = (entry: string) => entry.replace(/\/\/[^/@]*@/, '//***@')
+
 const SECRET = /^whsec_([A-Za-z0-9+/]+={0,2})$/
 
 export function parseEventsConfig (env: {
@@ -39,13 +44,27 @@ export function parseEventsConfig (env: {
     if (env.WEBHOOK_SECRET !== undefined) throw new ConfigError('WEBHOOK_SECRET is set but WEBHOOK_URLS is not: set both, or neither')
     return { ...common, webhooks: undefined }
   }
-  const urls = env.WEBHOOK_URLS.split(',').map((url) => url.trim())
-  for (const url of urls) {
-    let parsed: URL | undefined
+  const urls: string[] = []
+  const authorization: Record<string, string> = {}
+  for (const entry of env.WEBHOOK_URLS.split(',').map((one) => one.trim())) {
+    const parsed = URL.canParse(entry) ? new URL(entry) : undefined
+    if (parsed === undefined || !['http:', 'https:'].includes(parsed.protocol)) throw new ConfigError(`WEBHOOK_URLS must be http or https URLs, comma-separated (got ${JSON.stringify(withoutPassword(entry))})`)
+    // Credentials in the URL are sent as Basic authentication (RFC 7617) and the URL is kept and
+    // logged without them; an entry without them stays as written, since its cursor is kept by that text.
+    if (parsed.username === '' && parsed.password === '') {
+      urls.push(entry)
+      continue
+    }
+    let credentials: string
     try {
-      parsed = new URL(url)
-    } catch {}
-    if (parsed === undefined || !['http:', 'https:'].includes(parsed.protocol)) throw new ConfigError(`WEBHOOK_URLS must be http or https URLs, comma-separated (got ${JSON.stringify(url)})`)
+      credentials = `${decodeURIComponent(parsed.username)}:${decodeURIComponent(parsed.password)}`
+    } catch {
+      throw new ConfigError(`WEBHOOK_URLS has an entry whose user or password is not valid percent-encoding (${JSON.stringify(withoutPassword(entry))})`)
+    }
+    parsed.username = ''
+    parsed.password = ''
+    urls.push(parsed.href)
+    authorization[parsed.href] = `Basic ${Buffer.from(credentials).toString('base64')}`
   }
   if (new Set(urls).size !== urls.length) throw new ConfigError('WEBHOOK_URLS names an endpoint twice')
   const secret = SECRET.exec(env.WEBHOOK_SECRET ?? '')
@@ -53,5 +72,5 @@ export function parseEventsConfig (env: {
   if (key === undefined || key.length < 24 || key.length > 64) {
     throw new ConfigError('WEBHOOK_SECRET must be whsec_ and 24 to 64 bytes in base64, as the Standard Webhooks specification gives it (make one with: echo whsec_$(openssl rand -base64 32))')
   }
-  return { ...common, webhooks: { urls, key, retryForMs: parseDuration(env.WEBHOOK_RETRY_FOR) as number, retryBaseMs: env.WEBHOOK_RETRY_BASE_MS } }
+  return { ...common, webhooks: { urls, authorization, key, retryForMs: parseDuration(env.WEBHOOK_RETRY_FOR) as number, retryBaseMs: env.WEBHOOK_RETRY_BASE_MS } }
 }

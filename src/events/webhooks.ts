@@ -41,10 +41,12 @@ export function retryDelay (retryBaseMs: number, attempts: number): number {
 const shown = (url: string) => { const { origin, pathname } = new URL(url); return origin + pathname }
 
 /** Posts the event; why not, when the endpoint did not take it. */
-async function post (url: string, key: Buffer, event: UserEvent): Promise<string | undefined> {
+async function post (url: string, config: WebhookConfig, event: UserEvent): Promise<string | undefined> {
   const body = JSON.stringify(event)
+  const authorization = config.authorization[url]
+  const headers = { ...signedHeaders(config.key, `evt_${event.id}`, body), ...(authorization !== undefined && { authorization }) }
   try {
-    const response = await fetch(url, { method: 'POST', headers: signedHeaders(key, `evt_${event.id}`, body), body, redirect: 'manual', signal: AbortSignal.timeout(DELIVERY_TIMEOUT_MS) })
+    const response = await fetch(url, { method: 'POST', headers, body, redirect: 'manual', signal: AbortSignal.timeout(DELIVERY_TIMEOUT_MS) })
     await response.body?.cancel()
     return response.ok ? undefined : `answered ${response.status}`
   } catch (error) {
@@ -69,7 +71,7 @@ export function deliverWebhooks (db: Kysely<Database>, feed: EventFeed, config: 
   async function deliverFrom (url: string, cursor: Cursor): Promise<number | false> {
     for (const event of await eventsAfter(db, cursor.position)) {
       if (stopping.signal.aborted) return cursor.position
-      const refusal = await post(url, config.key, event)
+      const refusal = await post(url, config, event)
       if (refusal === undefined) {
         counted('delivered')
         if (!await advance(db, url, owner, event.id, until())) return false

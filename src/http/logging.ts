@@ -21,6 +21,46 @@ const REDACTED_PATHS = [
   ...CREDENTIALS, ...CREDENTIALS.map((name) => `err.${name}`)
 ]
 
+/**
+ * Query parameters whose values a log line shows: they say how a page was asked for and carry
+ * nothing of a person. Every other value (an address, a name, a prefix, a cursor that holds a sort
+ * key, a ticket) is written as `***`.
+ */
+const SHOWN_PARAMETERS = new Set(['limit', 'offset', 'sort', 'fields', 'count', 'created_after', 'created_before'])
+const MASK = '***'
+
+/** Decodes a query parameter's name; undefined when it is not valid percent-encoding. */
+function parameterName (encoded: string): string | undefined {
+  try {
+    return decodeURIComponent(encoded.replaceAll('+', ' '))
+  } catch {
+    return undefined
+  }
+}
+
+/**
+ * A request target as log lines write it: its path, and its query with every value that could be
+ * personal or a credential masked; an absolute-form target loses its user information too.
+ */
+export function loggedUrl (url: string): string {
+  let target = url
+  if (!target.startsWith('/') && URL.canParse(target)) {
+    const parsed = new URL(target)
+    if (parsed.username !== '' || parsed.password !== '') target = `${parsed.protocol}//${parsed.host}${parsed.pathname}${parsed.search}`
+  }
+  const start = target.indexOf('?')
+  if (start === -1) return target
+  const query = target.slice(start + 1).split('&').map((pair) => {
+    const equals = pair.indexOf('=')
+    if (equals === -1) return pair
+    const name = parameterName(pair.slice(0, equals))
+    const value = pair.slice(equals + 1)
+    const shown = name !== undefined && (SHOWN_PARAMETERS.has(name) || (name === 'after' && /^[0-9]*$/.test(value)))
+    return shown ? pair : `${pair.slice(0, equals)}=${MASK}`
+  })
+  return `${target.slice(0, start)}?${query.join('&')}`
+}
+
 export function loggerOptions (level: string, options: { traced: boolean, stream?: DestinationStream | undefined }) {
   return {
     level,

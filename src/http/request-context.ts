@@ -11,6 +11,7 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
 import fp from 'fastify-plugin'
 import type { HeaderSchema } from './schemas.js'
 import { AppError } from './errors.js'
+import { loggedUrl } from './logging.js'
 import { API_SECURITY_HEADERS } from './security-headers.js'
 
 declare module 'fastify' {
@@ -60,7 +61,7 @@ async function requestContext (app: FastifyInstance): Promise<void> {
   const accessFields = (request: FastifyRequest, reply: FastifyReply) => ({
     reqId: request.id,
     method: request.method,
-    url: request.url,
+    url: loggedUrl(request.url),
     // The client's address: behind trusted proxies (TRUST_PROXY), the one they forwarded.
     client: request.ip,
     route: request.routeOptions.url ?? null,
