@@ -8,7 +8,7 @@ import { createCoercingAjv } from '../validation/ajv.js'
 import { ConfigError } from './config-error.js'
 import { type EventsConfig, parseEventsConfig } from './events.js'
 import { connectionLimit, heapToShedAt } from './limits.js'
-import { DEFAULT_MAX_LIFETIME, parseTokenConfig, type TokenConfig } from './tokens.js'
+import { DEFAULT_MAX_LIFETIME, DEFAULT_SCOPE_CLAIMS, parseTokenConfig, type TokenConfig } from './tokens.js'
 import { type DatabaseConfig, DURATION, parseDatabaseUrl, parseDuration, parseOrigins, parseTrustProxy } from './values.js'
 
 export { ConfigError } from './config-error.js'
@@ -29,6 +29,7 @@ const EnvSchema = Type.Object({
   JWT_AUDIENCE: Type.Optional(Type.String({ minLength: 1 })),
   JWT_MAX_LIFETIME: Type.String({ pattern: DURATION.source, default: DEFAULT_MAX_LIFETIME }),
   JWT_TYP: Type.Optional(Type.String({ pattern: '[^,\\s]' })),
+  JWT_SCOPE_CLAIMS: Type.String({ pattern: '^[A-Za-z0-9_:.-]+( *, *[A-Za-z0-9_:.-]+)*$', default: DEFAULT_SCOPE_CLAIMS }),
   AUTH: Type.Enum(['off', 'writes', 'all'], { default: 'off' }),
   AUTH_SCOPES: Type.Enum(['on', 'off'], { default: 'off' }),
   CORS_ORIGIN: Type.Optional(Type.String({ minLength: 1 })),

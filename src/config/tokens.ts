@@ -37,6 +37,8 @@ export interface TokenConfig {
   maxLifetimeMs: number
   /** The `typ` header values accepted, normalized by `tokenType`. */
   types: string[]
+  /** The claims a token's scopes are read from: a space-separated string or a list in each. */
+  scopeClaims: string[]
 }
 
 /** A `typ` as compared: lower case, without `application/` (RFC 8725 §3.11). */
@@ -51,6 +53,7 @@ export interface TokenSettings {
   JWT_AUDIENCE?: string | undefined
   JWT_MAX_LIFETIME: string
   JWT_TYP?: string | undefined
+  JWT_SCOPE_CLAIMS: string
   NODE_ENV?: string | undefined
 }
 
@@ -68,12 +71,18 @@ export function checkSecretStrength (secret: string): void {
 
 /** The longest a token may live unless `JWT_MAX_LIFETIME` says otherwise. */
 export const DEFAULT_MAX_LIFETIME = '24h'
+/** The most `JWT_MAX_LIFETIME` may be: a stolen token stops working within it, whatever was set. */
+const MAX_LIFETIME_CEILING = '30d'
+
+/** The scope claims of RFC 8693 (`scope`) and of Entra ID's and Okta's delegated tokens (`scp`). */
+export const DEFAULT_SCOPE_CLAIMS = 'scope,scp'
 
 /** `JWT_MAX_LIFETIME` alone, for `npm run token`, which mints no token the service would refuse. */
 export function loadMaxLifetime (environment: Record<string, string | undefined>): { text: string, ms: number } {
   const text = environment.JWT_MAX_LIFETIME === undefined || environment.JWT_MAX_LIFETIME === '' ? DEFAULT_MAX_LIFETIME : environment.JWT_MAX_LIFETIME
   const ms = parseDuration(text)
   if (ms === undefined) throw new ConfigError(`JWT_MAX_LIFETIME must be a duration such as 30s, 15m, 1h or 7d (got ${JSON.stringify(text)})`)
+  if (ms > parseDuration(MAX_LIFETIME_CEILING)!) throw new ConfigError(`JWT_MAX_LIFETIME must be at most ${MAX_LIFETIME_CEILING} (got ${JSON.stringify(text)})`)
   return { text, ms }
 }
 
@@ -155,6 +164,7 @@ export function parseTokenConfig (settings: TokenSettings, authOn: boolean): Tok
     types: acceptedTypes(settings.JWT_TYP, keys),
     issuer: settings.JWT_ISSUER,
     audience: settings.JWT_AUDIENCE?.split(',').map((one) => one.trim()).filter((one) => one !== ''),
-    maxLifetimeMs: parseDuration(settings.JWT_MAX_LIFETIME) as number
+    maxLifetimeMs: loadMaxLifetime({ JWT_MAX_LIFETIME: settings.JWT_MAX_LIFETIME }).ms,
+    scopeClaims: settings.JWT_SCOPE_CLAIMS.split(',').map((one) => one.trim()).filter((one) => one !== '')
   }
 }

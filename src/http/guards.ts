@@ -42,7 +42,7 @@ type GuardConfig = Pick<Config, 'overload' | 'rateLimit' | 'auth' | 'authScopes'
 async function guards (app: FastifyInstance, config: GuardConfig): Promise<void> {
   const shed = shedOnOverload(app, config.overload)
   const limit = config.rateLimit === undefined ? undefined : await limitRate(app, config.rateLimit)
-  const tokenCheck = await tokenChecks(app, { mode: config.auth, scopes: config.authScopes, maxLifetimeMs: config.jwt.maxLifetimeMs, verification: config.jwt })
+  const tokenCheck = await tokenChecks(app, { mode: config.auth, scopes: config.authScopes, verification: config.jwt })
 
   app.decorate('protect', (scope, route, { throttled = true, readsPersonalData } = {}) => {
     const throttles: Guard[] = throttled ? [shed, ...(limit === undefined ? [] : [limit])] : []

@@ -2,7 +2,8 @@
  * An identity provider's public keys, from its JWKS, named or found from the issuer's metadata:
  * the whole set is kept, fetched again for a key not in it at most once a second (callers at the
  * same time share one fetch) and in the background once it is old; while the provider cannot be
- * reached, a key not kept is a 503 (docs/decisions/0022-jwks-set-kept-whole.md).
+ * reached, a key not kept is a 503; until a key is kept, the set is fetched again in the background,
+ * with a back-off (docs/decisions/0022-jwks-set-kept-whole.md).
  */
 import { createPublicKey, type KeyObject } from 'node:crypto'
 import { setTimeout as sleep } from 'node:timers/promises'
@@ -16,6 +17,11 @@ const REFETCH_INTERVAL_MS = 1000
 const FETCH_TIMEOUT_MS = 3000
 /** A set older than this is fetched again in the background, so that keys the provider drops go. */
 const MAX_AGE_MS = 600_000
+/** The largest metadata document or key set read: a real one is a few kilobytes, and a larger answer is refused unread. */
+export const MAX_DOCUMENT_BYTES = 1024 * 1024
+/** While no key is kept, the set is fetched again in the background: the first wait, doubled after each failure up to the cap. */
+const RETRY_FIRST_MS = 1000
+export const RETRY_CAP_MS = 10_000
 
 /** Where the keys are: a JWKS URL, or an issuer whose metadata names it. */
 export type KeySource = { jwksUrl: string } | { issuer: string }
@@ -70,12 +76,39 @@ async function getJson (url: string): Promise<unknown> {
   } catch (error) {
     throw new Error(`${url} cannot be reached: ${(error as Error).message}`)
   }
-  if (!response.ok) throw new ProviderProblem(`${url} answered HTTP ${response.status}`)
+  if (!response.ok) {
+    await response.body?.cancel()
+    throw new ProviderProblem(`${url} answered HTTP ${response.status}`)
+  }
+  const text = await boundedText(url, response)
   try {
-    return await response.json()
+    return JSON.parse(text)
   } catch {
     throw new ProviderProblem(`${url} did not answer JSON`)
   }
+}
+
+/** The answer's body, read only up to MAX_DOCUMENT_BYTES: a larger one is refused as it arrives. */
+async function boundedText (url: string, response: Response): Promise<string> {
+  const tooLarge = () => new ProviderProblem(`${url} answered more than ${MAX_DOCUMENT_BYTES / 1024} KiB, more than a key set or its metadata holds`)
+  if (Number(response.headers.get('content-length') ?? 0) > MAX_DOCUMENT_BYTES) {
+    await response.body?.cancel()
+    throw tooLarge()
+  }
+  const chunks: Uint8Array[] = []
+  let size = 0
+  try {
+    for await (const chunk of response.body ?? []) {
+      size += chunk.byteLength
+      // Leaving the loop cancels the rest of the body.
+      if (size > MAX_DOCUMENT_BYTES) throw tooLarge()
+      chunks.push(chunk)
+    }
+  } catch (error) {
+    if (error instanceof ProviderProblem) throw error
+    throw new Error(`${url} cannot be read: ${(error as Error).message}`)
+  }
+  return Buffer.concat(chunks).toString('utf8')
 }
 
 /**
@@ -120,10 +153,12 @@ function chooseKey (keys: PublishedKey[], kid: string | undefined, alg: string):
 export interface ProviderKeys {
   /** The key that verifies a token with this header, as @fastify/jwt asks for it. */
   keyFor: (header: { kid?: unknown, alg: string }) => Promise<string>
-  /** Fetches the set as the service starts, and says what it found. */
+  /** Fetches the set as the service starts, and says what it found; until a key is kept, again in the background. */
   load: () => Promise<void>
-  /** Why no token can be verified now, if none can: the provider answers, but with nothing usable. */
+  /** Why no token can be verified now, while no key is kept: the provider cannot be reached, or gives nothing usable. */
   problem: () => string | undefined
+  /** Stops fetching in the background. */
+  stop: () => void
 }
 
 export function providerKeys (source: KeySource, algorithms: readonly PublicKeyAlgorithm[], log: FastifyBaseLogger): ProviderKeys {
@@ -165,6 +200,16 @@ export function providerKeys (source: KeySource, algorithms: readonly PublicKeyA
     await fetching
   }
 
+  let retry: NodeJS.Timeout | undefined
+  let stopped = false
+  /** Fetches again after `waitMs`, and on failure after twice that, up to the cap, until a key is kept. */
+  function retryUntilKept (waitMs: number): void {
+    if (stopped || keys.length > 0) return
+    retry = setTimeout(() => {
+      refresh().catch(() => { retryUntilKept(Math.min(waitMs * 2, RETRY_CAP_MS)) })
+    }, waitMs).unref()
+  }
+
   return {
     async keyFor ({ kid, alg }) {
       if (kid !== undefined && typeof kid !== 'string') throw new TokenRefusal('kid', 'the token\'s kid is not a string')
@@ -182,7 +227,11 @@ export function providerKeys (source: KeySource, algorithms: readonly PublicKeyA
       if (found instanceof TokenRefusal) throw found
       return found.pem
     },
-    load: async () => { await fetchSet().catch(() => {}) },
-    problem: () => keys.length === 0 && failure instanceof ProviderProblem ? failure.message : undefined
+    load: async () => { await fetchSet().catch(() => { retryUntilKept(RETRY_FIRST_MS) }) },
+    problem: () => keys.length === 0 && failure !== undefined ? failure.message : undefined,
+    stop: () => {
+      stopped = true
+      clearTimeout(retry)
+    }
   }
 }

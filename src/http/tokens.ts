@@ -17,7 +17,7 @@ declare module '@fastify/jwt' {
   interface FastifyJWT {
     payload: { sub: string }
     /** The verified token's claims; `request.user.sub` names the caller. */
-    user: { sub: string, exp: number, iat?: number, scope?: unknown, scp?: unknown, azp?: unknown, client_id?: unknown }
+    user: { sub: string, exp: number, iat?: number, iss?: unknown, azp?: unknown, client_id?: unknown, [claim: string]: unknown }
   }
 }
 
@@ -110,6 +110,10 @@ async function verifyTokensWith (app: FastifyInstance, config: TokenConfig): Pro
     }
   })
   app.decorate('tokenKeysProblem', () => provider?.problem())
+  app.addHook('onClose', (_app, done) => {
+    provider?.stop()
+    done()
+  })
 
   return {
     provider,
@@ -135,17 +139,26 @@ const WWW_AUTHENTICATE: HeaderSchema = {
     'or `error="insufficient_scope", scope="…"` for one without the scope the route asks for.'
 }
 
-/** The scopes a token grants: `scope`, space-separated (RFC 8693), and `scp`, a list or a string. */
-function grantedScopes (claims: { scope?: unknown, scp?: unknown }): Set<string> {
+/** The scopes a token grants: in each of `claims`, a space-separated string (RFC 8693 `scope`) or a list (`scp`, `roles`, `permissions`). */
+function grantedScopes (token: FastifyRequest['user'], claims: readonly string[]): Set<string> {
   const granted = new Set<string>()
-  for (const claim of [claims.scope, claims.scp]) {
+  for (const claim of claims.map((name) => token[name])) {
     const values = Array.isArray(claim) ? claim : typeof claim === 'string' ? claim.split(' ') : []
     for (const value of values) if (typeof value === 'string' && value !== '') granted.add(value)
   }
   return granted
 }
 
-export interface TokenRules { mode: AuthMode, scopes: boolean, maxLifetimeMs: number, verification: TokenConfig }
+/**
+ * Claims only an ID token carries (OpenID Connect Core §2 and §3.1.3.6; FAPI's `s_hash`), and
+ * Keycloak's `typ: "ID"`: such a token says who signed in to a client, and grants nothing here,
+ * whatever its `typ` header says. Access tokens (RFC 9068) carry none of them.
+ */
+const ID_TOKEN_CLAIMS = ['nonce', 'at_hash', 'c_hash', 's_hash']
+const isIdToken = (claims: FastifyRequest['user']) =>
+  ID_TOKEN_CLAIMS.some((claim) => claim in claims) || (typeof claims.typ === 'string' && claims.typ.toLowerCase() === 'id')
+
+export interface TokenRules { mode: AuthMode, scopes: boolean, verification: TokenConfig }
 
 /** Whether a request reads personal data (an address): under `AUTH=writes`, such a read needs a token too. */
 export type PersonalDataTest = (request: FastifyRequest) => boolean
@@ -162,7 +175,7 @@ export interface TokenCheck {
  * (undefined where it needs none): the token, then with `AUTH_SCOPES=on` the scope. A read that
  * can show personal data runs them under `AUTH=writes` too, when `readsPersonalData` says so.
  */
-export async function tokenChecks (app: FastifyInstance, { mode, scopes, maxLifetimeMs, verification }: TokenRules): Promise<(scope: Scope, readsPersonalData?: PersonalDataTest) => TokenCheck | undefined> {
+export async function tokenChecks (app: FastifyInstance, { mode, scopes, verification }: TokenRules): Promise<(scope: Scope, readsPersonalData?: PersonalDataTest) => TokenCheck | undefined> {
   const { checkHeader, provider } = await verifyTokensWith(app, verification)
   // The provider's keys are fetched as the service starts, so that a wrong URL is said at once.
   if (mode !== 'off' && provider !== undefined) await provider.load()
@@ -177,12 +190,16 @@ export async function tokenChecks (app: FastifyInstance, { mode, scopes, maxLife
       if (error instanceof AppError) throw error
       throw refusalOf(error as { code?: string, message: string })
     }
+    if (isIdToken(claims)) {
+      throw new TokenRefusal('type', 'the token carries an ID token\'s claims (nonce, at_hash, c_hash, s_hash or typ "ID")',
+        'Token is an ID token: send an access token issued for this API')
+    }
     if (typeof claims.sub !== 'string' || claims.sub === '' || !Number.isFinite(claims.exp)) {
       throw new TokenRefusal('subject', 'sub must be a non-empty string and exp a finite number', 'Token must name its subject (sub) and a finite expiry (exp)')
     }
     // Counted from the earlier of `iat` and now, so that no `iat` makes a longer token pass.
     const issuedAt = Math.min(typeof claims.iat === 'number' ? claims.iat * 1000 : Infinity, Date.now())
-    if (claims.exp * 1000 - issuedAt > maxLifetimeMs) {
+    if (claims.exp * 1000 - issuedAt > verification.maxLifetimeMs) {
       throw new TokenRefusal('lifetime', `the token lives ${Math.round((claims.exp * 1000 - issuedAt) / 1000)} s`,
         'Token lives longer than this service accepts (JWT_MAX_LIFETIME): ask for one that expires sooner')
     }
@@ -204,13 +221,15 @@ export async function tokenChecks (app: FastifyInstance, { mode, scopes, maxLife
   }
 
   const requireScope = (scope: Scope) => async (request: FastifyRequest): Promise<void> => {
-    if (grantedScopes(request.user).has(scope)) return
+    const granted = grantedScopes(request.user, verification.scopeClaims)
+    if (granted.has(scope)) return
+    request.log.info({ tokenRefused: 'scope', needed: scope, granted: [...granted], scopeClaims: verification.scopeClaims }, 'bearer token lacks the scope this route asks for')
     throw new AppError(`Token lacks the scope this route asks for: ${scope}`, 403, bearerChallenge('insufficient_scope', scope))
   }
 
   const refused = errorResponse('Missing, malformed, expired or wrongly signed bearer token, or one that lives longer than `JWT_MAX_LIFETIME`. ' +
     'Checked before the body is read: such a request is answered 401 whatever its body, never 400, 413 or 415.', { 'WWW-Authenticate': WWW_AUTHENTICATE })
-  const lacksScope = (scope: Scope) => errorResponse(`The token is valid but does not grant \`${scope}\` (in \`scope\` or \`scp\`).`, { 'WWW-Authenticate': WWW_AUTHENTICATE })
+  const lacksScope = (scope: Scope) => errorResponse(`The token is valid but does not grant \`${scope}\` (in the claims \`JWT_SCOPE_CLAIMS\` names: \`scope\` and \`scp\` by default).`, { 'WWW-Authenticate': WWW_AUTHENTICATE })
   return (scope, readsPersonalData) => {
     if (mode === 'off') return undefined
     const checks = scopes ? [verifyBearerToken, requireScope(scope)] : [verifyBearerToken]

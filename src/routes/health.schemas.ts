@@ -23,6 +23,6 @@ export const ReadySchema = {
   response: {
     200: refTo(Status, { description: 'The database can do its work.' }),
     503: errorResponse('The database cannot do its work now, the service is shutting down (`Shutting down`, from SIGTERM on), ' +
-      'or the identity provider answers with no key that can verify a token (`No token can be verified: …`, with what it answered).')
+      'or no key of the identity provider is kept to verify a token (`No token can be verified: …`, with why).')
   }
 }

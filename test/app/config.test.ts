@@ -143,7 +143,8 @@ test('public keys: an issuer to discover, a JWKS URL or a PEM file, with algorit
     types: ['at+jwt'],
     issuer: 'https://idp.example',
     audience: ['users-api', 'admin'],
-    maxLifetimeMs: 86_400_000
+    maxLifetimeMs: 86_400_000,
+    scopeClaims: ['scope', 'scp']
   })
   assert.deepEqual(loadConfig({ AUTH: 'writes', JWT_ISSUER: 'https://idp.example/', JWT_ALGORITHMS: 'Ed25519' }).jwt.keys,
     { kind: 'discovery', issuer: 'https://idp.example/', algorithms: ['Ed25519'] }, 'the issuer alone is discovered')
@@ -169,6 +170,9 @@ test('public keys: an issuer to discover, a JWKS URL or a PEM file, with algorit
     [{ JWT_PUBLIC_KEY: join(folder, 'missing.pem') }, /^JWT_PUBLIC_KEY cannot be read: ENOENT/],
     [{ JWT_PUBLIC_KEY: secretPem }, /^JWT_PUBLIC_KEY must be a PEM file holding a public key/],
     [{ JWT_MAX_LIFETIME: 'forever' }, /^JWT_MAX_LIFETIME must be a duration/],
+    [{ JWT_MAX_LIFETIME: '100000d' }, /^JWT_MAX_LIFETIME must be at most 30d \(got "100000d"\)$/],
+    [{ JWT_MAX_LIFETIME: '721h' }, /^JWT_MAX_LIFETIME must be at most 30d/],
+    [{ JWT_SCOPE_CLAIMS: 'scope,' }, /^JWT_SCOPE_CLAIMS must match pattern/],
     [{ AUTH_SCOPES: 'on' }, /^AUTH_SCOPES=on needs AUTH=writes or AUTH=all/],
     [{ AUTH: 'writes', JWT_ISSUER: 'acme' }, /^JWT_ISSUER must be an http\(s\) URL for its keys to be discovered/],
     [{ METRICS_PORT: '3000' }, /^METRICS_PORT must differ from PORT/]

@@ -7,7 +7,7 @@ import type net from 'node:net'
 import { test } from 'node:test'
 import { createSigner } from 'fast-jwt'
 import { loggedUrl } from '../../src/http/logging.js'
-import { captureLogs, postJson, testApp, testConfig, waitFor } from '../helpers.js'
+import { captureLogs, testApp, testConfig, waitFor } from '../helpers.js'
 
 const webhookSecret = `whsec_${randomBytes(32).toString('base64')}`
 

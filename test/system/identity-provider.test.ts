@@ -356,3 +356,92 @@ describe('tokens without kid, Ed25519, and token types', () => {
     }
   })
 })
+
+describe('ID tokens, scopes from other claims, and the provider\'s answers at start', () => {
+  test('an ID token is refused under any JWT_TYP, by its nonce, at_hash, c_hash or typ "ID" claim, while the same provider\'s access tokens are taken', async (t) => {
+    const key = signingKey('RS256')
+    const provider = await identityProvider(t, [key])
+    for (const env of [{}, { JWT_TYP: 'JWT' }, { JWT_TYP: 'JWT,at+jwt,id_token+jwt' }] as Env[]) {
+      const app = await appOf(t, provider.url, env)
+      const typ = env.JWT_TYP === undefined ? 'at+jwt' : 'JWT'
+      assert.equal((await create(app, sign(key, { auth_time: 1, acr: '1', sid: 's' }, { typ }))).statusCode, 201, `an access token, ${JSON.stringify(env)}`)
+      for (const claims of [{ nonce: 'n-1' }, { at_hash: 'x' }, { c_hash: 'y' }, { typ: 'ID' }, { nonce: 'n', typ: 'ID', azp: 'web' }]) {
+        const answer = await create(app, sign(key, claims, { typ }))
+        assert.equal(answer.statusCode, 401, `${JSON.stringify(claims)}, ${JSON.stringify(env)}`)
+        assert.deepEqual(answer.json(), { error: 'Token is an ID token: send an access token issued for this API' })
+      }
+    }
+  })
+
+  test('JWT_SCOPE_CLAIMS reads scopes from roles or permissions; a 403 logs what was needed and granted', async (t) => {
+    const key = signingKey('RS256')
+    const provider = await identityProvider(t, [key])
+    const logs = captureLogs()
+    const entra = await appOf(t, provider.url, { AUTH_SCOPES: 'on', JWT_SCOPE_CLAIMS: 'scp,roles' }, logs)
+    assert.equal((await create(entra, sign(key, { roles: ['users:write'] }))).statusCode, 201, 'an app-only token\'s roles')
+    assert.equal((await create(entra, sign(key, { scp: 'users:read users:write' }))).statusCode, 201)
+    assert.equal((await create(entra, sign(key, { scope: 'users:write' }))).statusCode, 403, 'scope is not read then')
+    const line = logs.lines.findLast((entry) => entry.msg === 'bearer token lacks the scope this route asks for')
+    assert.deepEqual([line?.needed, line?.granted, line?.scopeClaims], ['users:write', [], ['scp', 'roles']])
+    const auth0 = await appOf(t, provider.url, { AUTH_SCOPES: 'on', JWT_SCOPE_CLAIMS: 'scope,permissions' })
+    assert.equal((await create(auth0, sign(key, { permissions: ['users:read', 'users:write'] }))).statusCode, 201)
+    assert.equal((await create(auth0, sign(key, { roles: ['users:write'] }))).statusCode, 403)
+  })
+
+  test('/ready is 503 while the provider cannot be reached at start, and 200 by itself within 30 s of it answering, with no token', async (t) => {
+    const key = signingKey('RS256')
+    const provider = await identityProvider(t, [key])
+    await provider.stop()
+    const app = await appOf(t, provider.url)
+    const down = await app.inject('/ready')
+    assert.equal(down.statusCode, 503)
+    assert.match(down.json().error, /^No token can be verified: .*cannot be reached/)
+    await sleep(1500)
+    await provider.start()
+    const answeringSince = performance.now()
+    while ((await app.inject('/ready')).statusCode !== 200) {
+      assert.ok(performance.now() - answeringSince < 30_000, '/ready turns 200 within 30 s')
+      await sleep(200)
+    }
+    assert.equal((await create(app, sign(key))).statusCode, 201)
+  })
+
+  test('/ready is 503 while the provider answers wrongly at start, and 200 by itself within 30 s of its fix', async (t) => {
+    const key = signingKey('RS256')
+    const provider = await identityProvider(t, [key])
+    provider.state.jwksStatus = 404
+    const app = await appOf(t, provider.url)
+    assert.equal((await app.inject('/ready')).statusCode, 503)
+    await sleep(3000)
+    provider.state.jwksStatus = 200
+    const fixedSince = performance.now()
+    while ((await app.inject('/ready')).statusCode !== 200) {
+      assert.ok(performance.now() - fixedSince < 30_000, '/ready turns 200 within 30 s')
+      await sleep(200)
+    }
+  })
+
+  test('a key set or metadata document over 1 MiB is refused as it arrives, and said by /ready', async (t) => {
+    const key = signingKey('RS256')
+    const provider = await identityProvider(t, [key])
+    // Whitespace around a valid set: JSON that parses, but far larger than any set.
+    const server = http.createServer((_request, response) => {
+      response.setHeader('content-type', 'application/json')
+      response.write('{"keys":[]')
+      const padding = ' '.repeat(64 * 1024)
+      for (let chunk = 0; chunk < 64; chunk++) response.write(padding)
+      response.end('}')
+    })
+    server.listen(0, '127.0.0.1')
+    await once(server, 'listening')
+    t.after(() => { server.closeAllConnections(); server.close() })
+    const huge = `http://127.0.0.1:${(server.address() as AddressInfo).port}/certs`
+    const app = await appOf(t, huge)
+    const readiness = await app.inject('/ready')
+    assert.equal(readiness.statusCode, 503)
+    assert.match(readiness.json().error, /answered more than 1024 KiB/)
+    provider.state.metadata = { issuer: provider.issuer, jwks_uri: provider.url, padding: 'x'.repeat(2 * 1024 * 1024) }
+    const discovered = await testApp(t, { AUTH: 'writes', JWT_ISSUER: provider.issuer, LOG_LEVEL: 'silent' })
+    assert.match((await discovered.inject('/ready')).json().error, /openid-configuration answered more than 1024 KiB/)
+  })
+})
