@@ -66,18 +66,28 @@ export async function buildApp (config: Config, options: BuildOptions = {}): Pro
   await app.register(requestContext)
   await app.register(cors, { origin: config.corsOrigin })
   await app.register(unknownPathsAtOnce)
-  await app.register(swagger, { auth: config.auth, signedBy: config.jwt.keys.kind, webhooks: webhooksDocument })
+  const metricsOnApiPort = config.metrics && config.metricsPort === undefined
+  // Some route asks for a token whatever AUTH says: production's /metrics.
+  const tokensAlways = metricsOnApiPort && config.metricsAccess === 'token'
+  await app.register(swagger, { bearer: config.auth !== 'off' || tokensAlways, signedBy: config.jwt.keys.kind, webhooks: webhooksDocument })
   await app.register(storage, { database: config.database, traced: options.tracing !== undefined })
   await app.register(usersRepository)
-  await app.register(exposure, { production: config.production, auth: config.auth, rateLimit: config.rateLimit, metrics: config.metrics, metricsPort: config.metricsPort })
+  await app.register(exposure, { production: config.production, auth: config.auth, rateLimit: config.rateLimit, metricsOnApiPort, metricsAccess: config.metricsAccess })
 
   // Each API route declares its guards with app.protect (http/guards.ts).
-  await app.register(guards, { overload: config.overload, rateLimit: config.rateLimit, auth: config.auth, authScopes: config.authScopes, jwt: config.jwt })
+  await app.register(guards, {
+    overload: config.overload,
+    rateLimit: config.rateLimit,
+    auth: config.auth,
+    authScopes: config.authScopes,
+    jwt: config.jwt,
+    tokensAlways
+  })
   await app.register(root)
   await app.register(users, { idempotencyKeyTtlMs: config.idempotencyKeyTtlMs, requireIfMatch: config.requireIfMatch })
   await app.register(events, { config: config.events, dialect: config.database.dialect })
   await app.register(health)
-  if (config.metrics && config.metricsPort === undefined) await app.register(metrics)
+  if (metricsOnApiPort) await app.register(metrics, { access: config.metricsAccess })
   // Pages for a browser, under helmet's headers and the bound on files sent at once.
   await app.register(async (pages) => {
     await pages.register(pageSecurityHeaders)

@@ -44,7 +44,7 @@ const EnvSchema = Type.Object({
   REQUEST_TIMEOUT_MS: Type.Integer({ minimum: 1, default: 30_000 }),
   KEEP_ALIVE_TIMEOUT_MS: Type.Integer({ minimum: 1, default: 72_000 }),
   MAX_CONNECTIONS: Type.Optional(Type.Integer({ minimum: 1 })),
-  METRICS: Type.Enum(['on', 'off'], { default: 'on' }),
+  METRICS: Type.Enum(['on', 'off', 'public'], { default: 'on' }),
   METRICS_PORT: Type.Optional(Type.Integer({ minimum: 1, maximum: 65535 })),
   TRUST_PROXY: Type.String({ default: 'off' }),
   IDEMPOTENCY_KEY_TTL: Type.String({ pattern: DURATION.source, default: '24h' }),
@@ -103,6 +103,11 @@ export interface Config {
   maxConnections: number
   /** Whether `/metrics` exists. */
   metrics: boolean
+  /**
+   * Who may read `/metrics` on the API's port: anyone (`METRICS=public`), a token's holder
+   * whatever `AUTH` says (production), or whoever may read the API.
+   */
+  metricsAccess: 'public' | 'token' | 'auth'
   /** The port `/metrics` is served on instead of the API's, when set. */
   metricsPort: number | undefined
   /**
@@ -193,8 +198,9 @@ export function loadConfig (environment: Record<string, string | undefined>): Co
       keepAliveMs: parsed.KEEP_ALIVE_TIMEOUT_MS
     },
     maxConnections: connectionLimit(parsed.MAX_CONNECTIONS, database),
-    metrics: parsed.METRICS === 'on',
-    metricsPort: parsed.METRICS === 'on' ? parsed.METRICS_PORT : undefined,
+    metrics: parsed.METRICS !== 'off',
+    metricsAccess: parsed.METRICS === 'public' ? 'public' : production ? 'token' : 'auth',
+    metricsPort: parsed.METRICS !== 'off' ? parsed.METRICS_PORT : undefined,
     trustProxy: parseTrustProxy(parsed.TRUST_PROXY),
     idempotencyKeyTtlMs: parseDuration(parsed.IDEMPOTENCY_KEY_TTL) as number,
     requireIfMatch: parsed.REQUIRE_IF_MATCH === 'on',

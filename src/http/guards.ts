@@ -25,6 +25,8 @@ export interface ProtectOptions {
   throttled?: boolean
   /** For a read: whether this request reads personal data, which needs a token under `AUTH=writes` too. */
   readsPersonalData?: PersonalDataTest
+  /** Whether the route asks for a token as `AUTH` says (the default), always, or never. */
+  token?: 'by-auth' | 'always' | 'never'
 }
 
 declare module 'fastify' {
@@ -37,16 +39,16 @@ declare module 'fastify' {
   }
 }
 
-type GuardConfig = Pick<Config, 'overload' | 'rateLimit' | 'auth' | 'authScopes' | 'jwt'>
+type GuardConfig = Pick<Config, 'overload' | 'rateLimit' | 'auth' | 'authScopes' | 'jwt'> & { tokensAlways: boolean }
 
 async function guards (app: FastifyInstance, config: GuardConfig): Promise<void> {
   const shed = shedOnOverload(app, config.overload)
   const limit = config.rateLimit === undefined ? undefined : await limitRate(app, config.rateLimit)
-  const tokenCheck = await tokenChecks(app, { mode: config.auth, scopes: config.authScopes, verification: config.jwt })
+  const tokenCheck = await tokenChecks(app, { mode: config.auth, scopes: config.authScopes, verification: config.jwt, tokensAlways: config.tokensAlways })
 
-  app.decorate('protect', (scope, route, { throttled = true, readsPersonalData } = {}) => {
+  app.decorate('protect', (scope, route, { throttled = true, readsPersonalData, token: asks = 'by-auth' } = {}) => {
     const throttles: Guard[] = throttled ? [shed, ...(limit === undefined ? [] : [limit])] : []
-    const token = tokenCheck(scope, readsPersonalData)
+    const token = asks === 'never' ? undefined : tokenCheck(scope, readsPersonalData, asks === 'always')
     const declared = route.schema.response as Responses
     const responses = Object.assign({}, ...throttles.map((guard) => guard.responses), token?.responses, declared)
     const headers = Object.assign({}, ...throttles.map((guard) => guard.headers))

@@ -6,7 +6,6 @@ import swagger, { type SwaggerTransform, type SwaggerTransformObject } from '@fa
 import type { FastifyInstance, FastifySchema } from 'fastify'
 import fp from 'fastify-plugin'
 import type { OpenAPIV3_1 as OpenApi31 } from 'openapi-types'
-import type { AuthMode } from '../config/config.js'
 import type { TokenKeys } from '../config/tokens.js'
 import { errorResponse, type Responses, withHeaders } from './schemas.js'
 import { REQUEST_ID_HEADER } from './request-context.js'
@@ -60,7 +59,7 @@ const headersRequired: SwaggerTransformObject = (document) => {
 /** OpenAPI 3.1's `webhooks`: requests the service makes, described as the document holds them. */
 export type Webhooks = NonNullable<OpenApi31.Document['webhooks']>
 
-async function docs (app: FastifyInstance, options: { auth: AuthMode, signedBy: TokenKeys['kind'], webhooks: Webhooks }): Promise<void> {
+async function docs (app: FastifyInstance, options: { bearer: boolean, signedBy: TokenKeys['kind'], webhooks: Webhooks }): Promise<void> {
   await app.register(swagger, {
     transform,
     transformObject: headersRequired,
@@ -80,7 +79,7 @@ async function docs (app: FastifyInstance, options: { auth: AuthMode, signedBy: 
       webhooks: options.webhooks,
       // Public unless an operation says otherwise: the protected ones name the scheme below.
       security: [],
-      ...(options.auth !== 'off' && {
+      ...(options.bearer && {
         components: {
           securitySchemes: {
             [SECURITY_SCHEME]: {

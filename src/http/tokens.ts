@@ -158,7 +158,13 @@ const ID_TOKEN_CLAIMS = ['nonce', 'at_hash', 'c_hash', 's_hash']
 const isIdToken = (claims: FastifyRequest['user']) =>
   ID_TOKEN_CLAIMS.some((claim) => claim in claims) || (typeof claims.typ === 'string' && claims.typ.toLowerCase() === 'id')
 
-export interface TokenRules { mode: AuthMode, scopes: boolean, verification: TokenConfig }
+export interface TokenRules {
+  mode: AuthMode
+  scopes: boolean
+  verification: TokenConfig
+  /** Whether some route asks for a token whatever the mode, so that the keys are needed with `AUTH=off` too. */
+  tokensAlways: boolean
+}
 
 /** Whether a request reads personal data (an address): under `AUTH=writes`, such a read needs a token too. */
 export type PersonalDataTest = (request: FastifyRequest) => boolean
@@ -173,12 +179,13 @@ export interface TokenCheck {
 /**
  * Registers @fastify/jwt and gives, for a route's scope, the checks of its token under `AUTH`
  * (undefined where it needs none): the token, then with `AUTH_SCOPES=on` the scope. A read that
- * can show personal data runs them under `AUTH=writes` too, when `readsPersonalData` says so.
+ * can show personal data runs them under `AUTH=writes` too, when `readsPersonalData` says so, and
+ * a route that asks for a token `always` runs them whatever the mode.
  */
-export async function tokenChecks (app: FastifyInstance, { mode, scopes, verification }: TokenRules): Promise<(scope: Scope, readsPersonalData?: PersonalDataTest) => TokenCheck | undefined> {
+export async function tokenChecks (app: FastifyInstance, { mode, scopes, verification, tokensAlways }: TokenRules): Promise<(scope: Scope, readsPersonalData?: PersonalDataTest, always?: boolean) => TokenCheck | undefined> {
   const { checkHeader, provider } = await verifyTokensWith(app, verification)
   // The provider's keys are fetched as the service starts, so that a wrong URL is said at once.
-  if (mode !== 'off' && provider !== undefined) await provider.load()
+  if ((mode !== 'off' || tokensAlways) && provider !== undefined) await provider.load()
 
   async function verifiedClaims (request: FastifyRequest, token: string): Promise<FastifyRequest['user']> {
     checkHeader(tokenHeader(token))
@@ -230,12 +237,12 @@ export async function tokenChecks (app: FastifyInstance, { mode, scopes, verific
   const refused = errorResponse('Missing, malformed, expired or wrongly signed bearer token, or one that lives longer than `JWT_MAX_LIFETIME`. ' +
     'Checked before the body is read: such a request is answered 401 whatever its body, never 400, 413 or 415.', { 'WWW-Authenticate': WWW_AUTHENTICATE })
   const lacksScope = (scope: Scope) => errorResponse(`The token is valid but does not grant \`${scope}\` (in the claims \`JWT_SCOPE_CLAIMS\` names: \`scope\` and \`scp\` by default).`, { 'WWW-Authenticate': WWW_AUTHENTICATE })
-  return (scope, readsPersonalData) => {
-    if (mode === 'off') return undefined
+  return (scope, readsPersonalData, always = false) => {
+    if (mode === 'off' && !always) return undefined
     const checks = scopes ? [verifyBearerToken, requireScope(scope)] : [verifyBearerToken]
     const responses = { 401: refused, ...(scopes && { 403: lacksScope(scope) }) }
     const security = [{ [SECURITY_SCHEME]: scopes ? [scope] : [] }]
-    if (mode === 'all' || scope === 'users:write') return { hooks: checks, responses, security }
+    if (mode === 'all' || scope === 'users:write' || always) return { hooks: checks, responses, security }
     if (readsPersonalData === undefined) return undefined
     // AUTH=writes: a read is open to anyone unless it reads personal data.
     const whenPersonal = (check: (request: FastifyRequest) => Promise<void>) => async (request: FastifyRequest): Promise<void> => {

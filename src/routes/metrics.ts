@@ -15,8 +15,11 @@ const MetricsSchema = {
   }
 }
 
-const metrics: FastifyPluginAsyncTypebox = async (app) => {
-  app.get('/metrics', app.protect('users:read', { schema: MetricsSchema }, { throttled: false }), async (_request, reply) => {
+/** Who may read them: anyone, a token's holder whatever `AUTH` says (production's default), or whoever may read the API. */
+const TOKEN_BY_ACCESS = { public: 'never', token: 'always', auth: 'by-auth' } as const
+
+const metrics: FastifyPluginAsyncTypebox<{ access: keyof typeof TOKEN_BY_ACCESS }> = async (app, { access }) => {
+  app.get('/metrics', app.protect('users:read', { schema: MetricsSchema }, { throttled: false, token: TOKEN_BY_ACCESS[access] }), async (_request, reply) => {
     const registry = app.metricsRegistry
     return reply.type(registry.contentType).send(await registry.metrics())
   })

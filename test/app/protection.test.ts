@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict'
 import { PassThrough } from 'node:stream'
 import { test } from 'node:test'
+import { createSigner } from 'fast-jwt'
 import { API_SECURITY_HEADERS } from '../../src/http/security-headers.js'
 import { PAGE_ONLY_HEADERS, captureLogs, getUntil, postJson, testApp } from '../helpers.js'
 
@@ -150,15 +151,34 @@ test('a production start logs one warning naming what anyone can reach (API, /me
     await (await testApp(t, { ...production, ...env }, logs.stream)).ready()
     return logs.lines.filter((line) => line.level === 40).map((line) => line.msg as string)
   }
-  const open = await warnings({})
+  const open = await warnings({ METRICS: 'public' })
   assert.equal(open.length, 1)
   assert.match(open[0]!, /^NODE_ENV=production with what anyone can reach: .*AUTH=writes or AUTH=all.*RATE_LIMIT_MAX.*\/metrics is public.*\/documentation/)
+  assert.doesNotMatch((await warnings({}))[0]!, /\/metrics/, 'in production /metrics asks for a token by default')
   const closed = await warnings({ AUTH: 'writes', RATE_LIMIT_MAX: '100', METRICS_PORT: '9464' })
   assert.equal(closed.length, 1)
   assert.doesNotMatch(closed[0]!, /AUTH=|RATE_LIMIT_MAX|\/metrics/)
   assert.match(closed[0]!, /\/documentation and its document are public/)
   assert.doesNotMatch((await warnings({ AUTH: 'all' }))[0]!, /\/metrics/, 'under AUTH=all /metrics asks for a token')
   assert.deepEqual(await warnings({ NODE_ENV: 'development' }), [], 'outside production nothing is said')
+})
+
+test('in production /metrics on the API port asks for a token whatever AUTH says, unless METRICS=public', async (t) => {
+  const secret = 'a-test-secret-that-is-long-enough-for-hs256'
+  const token = createSigner({ key: secret, expiresIn: 60_000 })({ sub: 'prometheus' })
+  const production = { NODE_ENV: 'production', JWT_SECRET: secret }
+  for (const auth of ['off', 'writes', 'all']) {
+    const app = await testApp(t, { ...production, AUTH: auth })
+    const refused = await app.inject('/metrics')
+    assert.equal(refused.statusCode, 401, `AUTH=${auth}`)
+    assert.equal(refused.headers['www-authenticate'], 'Bearer realm="api"')
+    assert.equal((await app.inject({ url: '/metrics', headers: { authorization: `Bearer ${token}` } })).statusCode, 200, `AUTH=${auth}, with a token`)
+    assert.equal((await app.inject('/users')).statusCode, auth === 'all' ? 401 : 200, 'the API follows AUTH as before')
+  }
+  const document = (await (await testApp(t, production)).inject('/documentation/json')).json()
+  assert.deepEqual(document.paths['/metrics'].get.security, [{ bearerAuth: [] }])
+  assert.equal((await (await testApp(t, { ...production, METRICS: 'public', AUTH: 'all' })).inject('/metrics')).statusCode, 200, 'METRICS=public')
+  assert.equal((await (await testApp(t, { AUTH: 'writes', JWT_SECRET: secret })).inject('/metrics')).statusCode, 200, 'outside production it follows AUTH')
 })
 
 test('METRICS_PORT: /metrics is served by an app of its own and the API has none', async (t) => {
