@@ -23,8 +23,8 @@
  *    schema of its own, dropped after): each order's page after its 10th user beside its page
  *    at its last users, and a search by address for the first user beside one for the last.
  * 6. Writes with events: POST /users on the service as shipped, beside the same build on a
- *    database whose event triggers are dropped, and beside the service with a reader of
- *    /events attached; on SQLite and, given `--postgres <url>`, on PostgreSQL.
+ *    database whose event triggers are dropped, and beside the service with one reader of
+ *    /events attached and with 500; on SQLite and, given `--postgres <url>`, on PostgreSQL.
  *
  * `--only <texts>` runs the workloads whose names contain one of the comma-separated texts;
  * `--against <git ref>` also builds the service as it was at that commit (a git worktree,
@@ -281,7 +281,7 @@ async function seededDatabase (size: number, source = root): Promise<string> {
 }
 
 /** The service's bundle (or one built at `--against`) as shipped, on a free port, with DATABASE_URL `databaseUrl`. */
-async function startBundle (name: string, databaseUrl: (port: number) => string, bundle = join(root, SERVER_BUNDLE)) {
+async function startBundle (name: string, databaseUrl: (port: number) => string, bundle = join(root, SERVER_BUNDLE), env: Record<string, string> = {}) {
   const port = await freePort()
   return await startServer(name, pin(0, [process.execPath, bundle]), port, {
     NODE_ENV: 'production',
@@ -289,17 +289,18 @@ async function startBundle (name: string, databaseUrl: (port: number) => string,
     LOG_LEVEL: 'warn',
     HOST: '127.0.0.1',
     PORT: String(port),
-    DATABASE_URL: databaseUrl(port)
+    DATABASE_URL: databaseUrl(port),
+    ...env
   })
 }
 
 /** Starts the service (or its build at `--against`) on a fresh copy of a seeded database. */
-async function startService (name: string, seed: string, bundle = join(root, SERVER_BUNDLE)) {
+async function startService (name: string, seed: string, bundle = join(root, SERVER_BUNDLE), env: Record<string, string> = {}) {
   return await startBundle(name, (port) => {
     const databaseFile = join(folder, `service-${port}.db`)
     copyFileSync(seed, databaseFile)
     return `sqlite:${databaseFile}`
-  }, bundle)
+  }, bundle, env)
 }
 
 /**
@@ -417,26 +418,36 @@ function withoutEventsSqlite (seed: string): string {
   return file
 }
 
+/** What each reader of /events costs its server in memory, from the RSS before and after they attach. */
+interface Readers { close: () => void, kilobytesEach: () => number }
+
 /**
- * Gives `server` a reader of /events from each start of its process on, which reads every event
- * as it comes; `close` ends the reader.
+ * Gives `server` `count` readers of /events from each start of its process on, which read every
+ * event as it comes; `close` ends them.
  */
-function withEventsReader (server: Server): Server & { close: () => void } {
-  let reader: ClientRequest | undefined
+function withEventsReaders (server: Server, count = 1): Server & Readers {
+  let readers: ClientRequest[] = []
+  let kilobytesEach = Number.NaN
   const attach = async () => {
-    reader = get({ host: '127.0.0.1', port: server.port, path: '/events', headers: { accept: 'text/event-stream' }, agent: false })
-    reader.on('error', () => {})
-    const [response] = await once(reader, 'response') as [IncomingMessage]
-    if (response.statusCode !== 200) throw new Error(`GET /events answered ${response.statusCode}`)
-    response.resume()
+    const before = rssMegabytes(server.process.pid!)
+    readers = await Promise.all(Array.from({ length: count }, async () => {
+      const reader = get({ host: '127.0.0.1', port: server.port, path: '/events', headers: { accept: 'text/event-stream' }, agent: false })
+      reader.on('error', () => {})
+      const [response] = await once(reader, 'response') as [IncomingMessage]
+      if (response.statusCode !== 200) throw new Error(`GET /events answered ${response.statusCode}`)
+      response.resume()
+      return reader
+    }))
+    await sleep(500)
+    kilobytesEach = (rssMegabytes(server.process.pid!) - before) * 1024 / count
   }
   const restart = server.restart
   server.restart = async () => {
-    reader?.destroy()
+    for (const reader of readers) reader.destroy()
     await restart()
     await attach()
   }
-  return Object.assign(server, { close: () => reader?.destroy() })
+  return Object.assign(server, { close: () => { for (const reader of readers) reader.destroy() }, kilobytesEach: () => kilobytesEach })
 }
 
 const lines: string[] = []
@@ -650,39 +661,50 @@ if (bigSeed !== undefined) {
   }
 }
 
-// 6. Writes with events: POST /users with the outbox, without it, and with a reader of the feed.
+// 6. Writes with events: POST /users with the outbox, without it, with a reader of the feed, and with many.
 const EVENTS_TARGET = 0.8
+const MANY_READERS = 500
+/** The bounds on streams raised for the many readers, all from one address. */
+const MANY_READERS_ENV = { EVENTS_MAX_READERS: String(MANY_READERS), EVENTS_MAX_READERS_PER_CLIENT: String(MANY_READERS) }
 const eventsWorkload = { ...workload('POST /users'), name: 'POST /users with events' }
 if (chosen(eventsWorkload)) {
-  const databases: Array<{ name: string, on: Server, off: Server, read: Server & { close: () => void }, close?: () => Promise<void> }> = []
+  type Reading = Server & Readers
+  const databases: Array<{ name: string, on: Server, off: Server, read: Reading, many: Reading, close?: () => Promise<void> }> = []
   databases.push({
     name: 'SQLite',
     on: await startService('events on', seed),
     off: await startService('events off', withoutEventsSqlite(seed)),
-    read: withEventsReader(await startService('events on, a reader', seed))
+    read: withEventsReaders(await startService('events on, a reader', seed)),
+    many: withEventsReaders(await startService(`events on, ${MANY_READERS} readers`, seed, undefined, MANY_READERS_ENV), MANY_READERS)
   })
   if (values.postgres !== undefined) {
-    const [on, off, read] = [await postgresSchema(values.postgres, 'bench_events_on'), await postgresSchema(values.postgres, 'bench_events_off'), await postgresSchema(values.postgres, 'bench_events_read')]
+    const schemas = await Promise.all(['on', 'off', 'read', 'many'].map(async (kind) => await postgresSchema(values.postgres!, `bench_events_${kind}`)))
+    const [on, off, read, many] = schemas as [typeof schemas[0], typeof schemas[0], typeof schemas[0], typeof schemas[0]]
     await off.admin.query('drop trigger user_events on users')
     databases.push({
       name: 'PostgreSQL',
       on: await startBundle('events on', () => on.serviceUrl),
       off: await startBundle('events off', () => off.serviceUrl),
-      read: withEventsReader(await startBundle('events on, a reader', () => read.serviceUrl)),
-      close: async () => { for (const schema of [on, off, read]) await schema.drop() }
+      read: withEventsReaders(await startBundle('events on, a reader', () => read.serviceUrl)),
+      many: withEventsReaders(await startBundle(`events on, ${MANY_READERS} readers`, () => many.serviceUrl, undefined, MANY_READERS_ENV), MANY_READERS),
+      close: async () => { for (const schema of schemas) await schema.drop() }
     })
   }
   write('## Writes with events', '',
     'POST /users on the service as shipped (events on), on the same build with the outbox\'s triggers dropped from its database (events off), ' +
-    `and as shipped with a reader of /events attached${values.postgres === undefined ? ' (on SQLite; `--postgres <url>` adds PostgreSQL)' : ''}.`, '',
-    `| database | events off req/s | events on req/s | on ÷ off (target ≥ ${EVENTS_TARGET}×) | a reader req/s | a reader ÷ off (target ≥ ${EVENTS_TARGET}×) |`,
-    '|---|---:|---:|---:|---:|---:|')
-  for (const { name, on, off, read, close } of databases) {
-    const [offSamples, onSamples, readSamples] = await compare([off, on, read].map((server) => ({ server, workload: eventsWorkload }))) as [Sample[], Sample[], Sample[]]
+    `as shipped with a reader of /events attached, and with ${MANY_READERS} (the bounds on streams raised for them)` +
+    `${values.postgres === undefined ? ' (on SQLite; `--postgres <url>` adds PostgreSQL)' : ''}. Memory per reader is the RSS its readers added, over their number.`, '',
+    `| database | events off req/s | events on req/s | on ÷ off (target ≥ ${EVENTS_TARGET}×) | a reader req/s | a reader ÷ off (target ≥ ${EVENTS_TARGET}×) | ` +
+    `${MANY_READERS} readers req/s | ${MANY_READERS} readers ÷ on (target ≥ ${EVENTS_TARGET}×) | memory per reader, KB |`,
+    '|---|---:|---:|---:|---:|---:|---:|---:|---:|')
+  for (const { name, on, off, read, many, close } of databases) {
+    const [offSamples, onSamples, readSamples, manySamples] = await compare([off, on, read, many].map((server) => ({ server, workload: eventsWorkload }))) as [Sample[], Sample[], Sample[], Sample[]]
     write(`| ${name} | ${summarise(offSamples).rps.toFixed(0)} | ${summarise(onSamples).rps.toFixed(0)} | ${mark(medianRatio(onSamples, offSamples), EVENTS_TARGET)} | ` +
-      `${summarise(readSamples).rps.toFixed(0)} | ${mark(medianRatio(readSamples, offSamples), EVENTS_TARGET)} |`)
+      `${summarise(readSamples).rps.toFixed(0)} | ${mark(medianRatio(readSamples, offSamples), EVENTS_TARGET)} | ` +
+      `${summarise(manySamples).rps.toFixed(0)} | ${mark(medianRatio(manySamples, onSamples), EVENTS_TARGET)} | ${many.kilobytesEach().toFixed(1)} |`)
     read.close()
-    for (const server of [on, off, read]) await stop(server)
+    many.close()
+    for (const server of [on, off, read, many]) await stop(server)
     await close?.()
   }
   write('')

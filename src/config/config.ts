@@ -53,6 +53,8 @@ const EnvSchema = Type.Object({
   REDIS_URL: Type.Optional(Type.String({ pattern: '^rediss?://' })),
   EVENTS_RETENTION: Type.String({ pattern: DURATION.source, default: '7d' }),
   EVENTS_HEARTBEAT_MS: Type.Integer({ minimum: 100, maximum: 3_600_000, default: 15_000 }),
+  EVENTS_MAX_READERS: Type.Optional(Type.Integer({ minimum: 1 })),
+  EVENTS_MAX_READERS_PER_CLIENT: Type.Optional(Type.Integer({ minimum: 1 })),
   WEBHOOK_URLS: Type.Optional(Type.String({ minLength: 1 })),
   WEBHOOK_SECRET: Type.Optional(Type.String({ minLength: 1 })),
   WEBHOOK_RETRY_FOR: Type.String({ pattern: DURATION.source, default: '24h' }),
@@ -173,6 +175,7 @@ export function loadConfig (environment: Record<string, string | undefined>): Co
   if (parsed.AUTH_SCOPES === 'on' && parsed.AUTH === 'off') throw new ConfigError('AUTH_SCOPES=on needs AUTH=writes or AUTH=all: with AUTH=off no token is asked for')
 
   const database = parseDatabaseUrl(parsed.DATABASE_URL, parsed.DATABASE_POOL_SIZE)
+  const maxConnections = connectionLimit(parsed.MAX_CONNECTIONS, database)
   return {
     production,
     port: parsed.PORT,
@@ -197,7 +200,7 @@ export function loadConfig (environment: Record<string, string | undefined>): Co
       requestMs: parsed.REQUEST_TIMEOUT_MS,
       keepAliveMs: parsed.KEEP_ALIVE_TIMEOUT_MS
     },
-    maxConnections: connectionLimit(parsed.MAX_CONNECTIONS, database),
+    maxConnections,
     metrics: parsed.METRICS !== 'off',
     metricsAccess: parsed.METRICS === 'public' ? 'public' : production ? 'token' : 'auth',
     metricsPort: parsed.METRICS !== 'off' ? parsed.METRICS_PORT : undefined,
@@ -210,6 +213,6 @@ export function loadConfig (environment: Record<string, string | undefined>): Co
     tracing: parsed.OTEL_EXPORTER_OTLP_ENDPOINT === undefined && parsed.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT === undefined
       ? undefined
       : { serviceName: parsed.OTEL_SERVICE_NAME },
-    events: parseEventsConfig(parsed)
+    events: parseEventsConfig(parsed, maxConnections)
   }
 }

@@ -21,6 +21,9 @@ export interface WebhookConfig {
 export interface EventsConfig {
   /** Events older than this are purged, once every webhook endpoint is past them. */
   retentionMs: number
+  /** Streams of `GET /events` open at once on this instance, and for one client (a token's subject, else an address). */
+  maxReaders: number
+  maxReadersPerClient: number
   /** How often an idle stream sends a comment, so that proxies keep it open. */
   heartbeatMs: number
   webhooks: WebhookConfig | undefined
@@ -31,15 +34,32 @@ const withoutPassword = (entry: string) => entry.replace(/\/\/[^/@]*@/, '//***@'
 
 const SECRET = /^whsec_([A-Za-z0-9+/]+={0,2})$/
 
+/** Streams for one client unless EVENTS_MAX_READERS_PER_CLIENT says otherwise: a few tabs or processes of one user. */
+const DEFAULT_READERS_PER_CLIENT = 8
+
 export function parseEventsConfig (env: {
   EVENTS_RETENTION: string
   EVENTS_HEARTBEAT_MS: number
+  EVENTS_MAX_READERS?: number | undefined
+  EVENTS_MAX_READERS_PER_CLIENT?: number | undefined
   WEBHOOK_URLS?: string | undefined
   WEBHOOK_SECRET?: string | undefined
   WEBHOOK_RETRY_FOR: string
   WEBHOOK_RETRY_BASE_MS: number
-}): EventsConfig {
-  const common = { retentionMs: parseDuration(env.EVENTS_RETENTION) as number, heartbeatMs: env.EVENTS_HEARTBEAT_MS }
+}, maxConnections: number): EventsConfig {
+  // Streams hold their connections for as long as they are open: at most half of them, so that
+  // streams alone never fill the connection limit.
+  const readersBound = Math.max(1, Math.floor(maxConnections / 2))
+  const maxReaders = env.EVENTS_MAX_READERS ?? readersBound
+  if (maxReaders > readersBound) {
+    throw new ConfigError(`EVENTS_MAX_READERS must be at most half of MAX_CONNECTIONS (${maxConnections}), ${readersBound}: raise MAX_CONNECTIONS first (got ${maxReaders})`)
+  }
+  const common = {
+    retentionMs: parseDuration(env.EVENTS_RETENTION) as number,
+    heartbeatMs: env.EVENTS_HEARTBEAT_MS,
+    maxReaders,
+    maxReadersPerClient: Math.min(env.EVENTS_MAX_READERS_PER_CLIENT ?? DEFAULT_READERS_PER_CLIENT, maxReaders)
+  }
   if (env.WEBHOOK_URLS === undefined) {
     if (env.WEBHOOK_SECRET !== undefined) throw new ConfigError('WEBHOOK_SECRET is set but WEBHOOK_URLS is not: set both, or neither')
     return { ...common, webhooks: undefined }

@@ -1,6 +1,6 @@
 /** The contract of the change feed: an event, `GET /events`, and the webhooks (OpenAPI 3.1's `webhooks`). */
 import { Type } from 'typebox'
-import { errorResponse } from '../http/schemas.js'
+import { errorResponse, RETRY_AFTER } from '../http/schemas.js'
 import type { Webhooks } from '../http/swagger.js'
 import { EVENT_TYPES } from './outbox.js'
 
@@ -50,7 +50,8 @@ export const EventsSchema = {
     },
     400: errorResponse('`Last-Event-ID` or `after` is not an event id, or names one after the newest: it comes from another feed.'),
     410: errorResponse('Events after the position asked for are purged (`EVENTS_RETENTION`); the message names the oldest kept. Read the users again, then follow from the newest.'),
-    503: errorResponse('The database cannot do its work now; retry after `Retry-After` seconds.')
+    429: errorResponse('This client (a token\'s subject, else an address) has `EVENTS_MAX_READERS_PER_CLIENT` streams open: close one, or retry after `Retry-After` seconds.', { 'Retry-After': RETRY_AFTER }),
+    503: errorResponse('The database cannot do its work now, or this instance has `EVENTS_MAX_READERS` streams open; retry after `Retry-After` seconds.', { 'Retry-After': RETRY_AFTER })
   }
 }
 

@@ -7,7 +7,7 @@ import type { FastifyInstance } from 'fastify'
 import type { EventsConfig } from '../config/events.js'
 import type { Dialect } from '../storage/database.js'
 import { EventFeed } from './feed.js'
-import { newestPosition, purgeEvents, storedNow } from './outbox.js'
+import { eventsAfter, newestPosition, purgeEvents, storedNow } from './outbox.js'
 import { eventSequencer } from './sequencer.js'
 import followEvents from './stream.js'
 import { deliveredEverywhere, failedEvents } from './webhook-cursors.js'
@@ -23,8 +23,8 @@ export default async function events (app: FastifyInstance, { config, dialect }:
   const feed = new EventFeed(async () => {
     await sequence()
     return await newestPosition(app.db)
-  })
-  await app.register(followEvents, { feed, heartbeatMs: config.heartbeatMs })
+  }, async (position) => await eventsAfter(app.db, position))
+  await app.register(followEvents, { feed, heartbeatMs: config.heartbeatMs, bounds: { maxReaders: config.maxReaders, maxReadersPerClient: config.maxReadersPerClient } })
 
   const delivered = app.hasDecorator('metricsRegistry')
     ? new Counter({ name: 'webhook_deliveries_total', help: 'Tries of webhook events, by outcome: delivered, retried (not taken, tried again later) or failed (kept as failed).', labelNames: ['outcome'] as const, registers: [app.metricsRegistry] })

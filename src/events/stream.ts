@@ -6,14 +6,21 @@
  */
 import { Readable } from 'node:stream'
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
-import type { FastifyInstance } from 'fastify'
+import type { FastifyInstance, FastifyRequest } from 'fastify'
 import { AppError } from '../http/errors.js'
 import { EventsSchema } from './events.schemas.js'
 import type { EventFeed } from './feed.js'
-import { EVENTS_PER_READ, eventsAfter, oldestPosition } from './outbox.js'
+import { EVENTS_PER_READ, oldestPosition } from './outbox.js'
 
 /** How long a reconnecting EventSource waits before it tries again, as the stream tells it. */
 const RECONNECT_MS = 1000
+/** How long a reader refused for the bound on streams is asked to wait. */
+const RETRY_AFTER_S = 5
+
+/** Whom a stream is counted against: the token's issuer and subject when one was verified, else the address. */
+const clientOf = (request: FastifyRequest): string => request.user?.sub === undefined
+  ? `address ${request.ip}`
+  : `token ${JSON.stringify([request.user.iss ?? null, request.user.sub])}`
 
 /** Where the stream starts: after `Last-Event-ID`, else after `after`, else after the newest event. */
 async function startingPosition (app: FastifyInstance, feed: EventFeed, lastEventId: string | undefined, after: number | undefined): Promise<number> {
@@ -34,11 +41,11 @@ async function startingPosition (app: FastifyInstance, feed: EventFeed, lastEven
 async function * eventText (app: FastifyInstance, feed: EventFeed, start: number, heartbeatMs: number, reader: Reader): AsyncGenerator<string> {
   let position = start
   yield * reader.sent(`retry: ${RECONNECT_MS}\n: following from ${position}\n\n`)
-  while (!reader.closing.signal.aborted) {
-    const events = await eventsAfter(app.db, position)
+  while (!reader.closing.signal.aborted && !feed.closed) {
+    const events = await feed.eventsAfter(position)
     if (events.length > 0) {
       // A page goes to the socket as one write.
-      yield * reader.sent(events.map((event) => `id: ${event.id}\nevent: ${event.type}\ndata: ${JSON.stringify(event)}\n\n`).join(''))
+      yield * reader.sent(events.map((event) => event.text).join(''))
       position = events.at(-1)!.id
     }
     // Behind a full page there may be more; short of one, the reader has caught up, and reads
@@ -64,8 +71,29 @@ class Reader {
   }
 }
 
-const followEvents: FastifyPluginAsyncTypebox<{ feed: EventFeed, heartbeatMs: number }> = async (app, { feed, heartbeatMs }) => {
+interface StreamBounds { maxReaders: number, maxReadersPerClient: number }
+
+const followEvents: FastifyPluginAsyncTypebox<{ feed: EventFeed, heartbeatMs: number, bounds: StreamBounds }> = async (app, { feed, heartbeatMs, bounds }) => {
   const readers = new Set<{ reader: Reader, destroy: () => void }>()
+  /** Open streams by client. */
+  const byClient = new Map<string, number>()
+
+  /** Counts a new stream of the client, or refuses it past a bound: readers are few connections, never all of them. */
+  function admit (client: string): void {
+    const open = byClient.get(client) ?? 0
+    const retry = { 'retry-after': String(RETRY_AFTER_S) }
+    if (open >= bounds.maxReadersPerClient) {
+      throw new AppError(`Too many event streams open for this client: at most ${bounds.maxReadersPerClient} (EVENTS_MAX_READERS_PER_CLIENT). Close one, or retry later`, 429, retry)
+    }
+    if (readers.size >= bounds.maxReaders) throw new AppError('Too many event streams are open on this instance (EVENTS_MAX_READERS): retry shortly', 503, retry)
+    byClient.set(client, open + 1)
+  }
+  function release (client: string): void {
+    const open = byClient.get(client) ?? 1
+    if (open <= 1) byClient.delete(client)
+    else byClient.set(client, open - 1)
+  }
+
   // Open streams end before the server closes, so that shutdown does not wait for their readers.
   app.addHook('preClose', (done) => {
     for (const { reader } of readers) reader.closing.abort()
@@ -83,6 +111,10 @@ const followEvents: FastifyPluginAsyncTypebox<{ feed: EventFeed, heartbeatMs: nu
 
   app.get('/events', app.protect('events:read', { schema: EventsSchema, exposeHeadRoute: false }), async (request, reply) => {
     const start = await startingPosition(app, feed, request.headers['last-event-id'], request.query.after)
+    const client = clientOf(request)
+    admit(client)
+    // Near the connection limit a stream may be closed to make room; its reader resumes with Last-Event-ID.
+    app.holdsPlace(request)
     const reader = new Reader()
     const entry = {
       reader,
@@ -95,6 +127,7 @@ const followEvents: FastifyPluginAsyncTypebox<{ feed: EventFeed, heartbeatMs: nu
     reply.raw.once('close', () => {
       reader.closing.abort()
       readers.delete(entry)
+      release(client)
     })
     const text = Readable.from(eventText(app, feed, start, heartbeatMs, reader), { objectMode: false })
     // Fastify sends a stream as it is; the type provider knows only the JSON bodies of the schema.

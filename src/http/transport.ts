@@ -18,6 +18,11 @@ declare module 'fastify' {
   interface FastifyInstance {
     /** Connections refused since start, for being over MAX_CONNECTIONS. */
     refusedConnections: () => number
+    /**
+     * Marks a request answered by a stream that stays open: it holds its connection's place, and
+     * at the limit the longest open such one may be closed to make room.
+     */
+    holdsPlace: (request: FastifyRequest) => void
   }
 }
 
@@ -40,6 +45,8 @@ interface ConnectionState {
   /** The bytes it had sent when last looked at, and since when it has sent no more. */
   bytesSeen: number
   progressAt: number
+  /** Since when its request has been answered by a stream that stays open; undefined when it is not. */
+  streamingSince: number | undefined
 }
 
 interface ConnectionTracker {
@@ -47,18 +54,26 @@ interface ConnectionTracker {
   arrived: (request: IncomingMessage) => void
   /** A request on this connection has been answered. */
   answered: (socket: Socket) => void
+  /** The request on this connection is answered by a stream that stays open. */
+  streaming: (socket: Socket) => void
   /** Connections refused since start. */
   refused: () => number
 }
 
 /**
  * Bounds the connections and keeps room near the limit by closing those that hold a place without
- * using it: waiting ones, then stalled ones. Refusals are logged as they begin and end, and counted.
+ * using it: waiting ones, then stalled ones; and, once the limit is close, any that only holds a
+ * place, so that a newcomer is never the one refused. Refusals are logged as they begin and end,
+ * and counted.
  */
 function trackConnections (app: FastifyInstance, maxConnections: number): ConnectionTracker {
   app.server.maxConnections = maxConnections
-  // Room is made once this many are open.
+  // Room is made once this many are open: from those holding a place unused for a while, and past
+  // `urgentAt`, from any that only holds one, however young, so that the last places stay free.
   const roomAt = maxConnections - Math.min(ROOM_KEPT, Math.floor(maxConnections / 8))
+  const urgentAt = maxConnections - Math.max(1, Math.floor((maxConnections - roomAt) / 2))
+  /** Connections destroyed to make room whose close the server has not counted yet. */
+  let closingNow = 0
   let refused = 0
   let refusedSinceLimitReached = 0
   app.server.on('drop', () => {
@@ -89,44 +104,60 @@ function trackConnections (app: FastifyInstance, maxConnections: number): Connec
   })
 
   /** Near the limit, closes connections that hold a place without using it, so that the next client finds one. */
-  function makeRoom (): void {
-    app.server.getConnections((error, count) => {
-      if (error === null && count >= roomAt) closeUnused(count - roomAt + 1)
+  function makeRoom (newcomer?: Socket): void {
+    app.server.getConnections((error, counted) => {
+      const count = counted - closingNow
+      if (error === null && count >= roomAt) closeUnused(count - roomAt + 1, Math.max(0, count - urgentAt + 1), newcomer)
     })
   }
 
   /**
-   * Waiting connections first, as nginx closes kept-alive ones: none of their requests unanswered
-   * and no byte sent since. Then stalled ones, as a header or body timeout would close them.
-   * Neither kind has a request being answered, so none is cut off.
+   * Closes up to `wanted` connections that hold a place unused: waiting ones first, as nginx closes
+   * kept-alive ones (none of their requests unanswered and no byte sent since), then stalled ones,
+   * as a header or body timeout would close them. Neither kind has a request being answered, so
+   * none is cut off. If that makes fewer than `needed`, it closes the rest from those that only
+   * hold a place: connections that have sent nothing yet, the oldest first, then the longest open
+   * streams, whose readers resume where they were; never the newcomer that asked for the room.
    */
-  function closeUnused (wanted: number): void {
+  function closeUnused (wanted: number, needed: number, newcomer: Socket | undefined): void {
     const now = performance.now()
     const waiting: Array<[Socket, ConnectionState]> = []
     const stalled: Array<[Socket, ConnectionState]> = []
+    const young: Array<[Socket, ConnectionState]> = []
+    const streams: Array<[Socket, ConnectionState]> = []
     for (const entry of open) {
       const [socket, state] = entry
       if (socket.destroyed) continue
       const quiet = socket.bytesRead === state.bytesSeen ? now - state.progressAt : 0
       if (state.unanswered === 0 && socket.bytesRead === state.bytesAtRest) {
         if (state.bytesAtRest > 0 || quiet >= SILENT_AFTER_MS) waiting.push(entry)
+        else if (socket !== newcomer) young.push(entry)
       } else if (quiet >= STALLED_AFTER_MS && (state.unanswered === 0 || state.latest?.complete === false)) {
         stalled.push(entry)
+      } else if (state.streamingSince !== undefined) {
+        streams.push(entry)
       }
     }
     const byProgress = (a: [Socket, ConnectionState], b: [Socket, ConnectionState]) => a[1].progressAt - b[1].progressAt
     const closingWaiting = waiting.sort(byProgress).slice(0, wanted)
     const closingStalled = stalled.sort(byProgress).slice(0, wanted - closingWaiting.length)
-    for (const [socket] of [...closingWaiting, ...closingStalled]) socket.destroy()
-    const closed = closingWaiting.length + closingStalled.length
+    const short = Math.max(0, needed - closingWaiting.length - closingStalled.length)
+    const closingYoung = young.sort(byProgress).slice(0, short)
+    const closingStreams = streams.sort((a, b) => a[1].streamingSince! - b[1].streamingSince!).slice(0, short - closingYoung.length)
+    for (const [socket] of [...closingWaiting, ...closingStalled, ...closingYoung, ...closingStreams]) {
+      closingNow++
+      socket.once('close', () => { closingNow-- })
+      socket.destroy()
+    }
+    const closed = closingWaiting.length + closingStalled.length + closingYoung.length + closingStreams.length
     if (closed === 0) return
-    const silent = closingWaiting.filter(([, state]) => state.bytesAtRest === 0).length
-    app.log.info({ maxConnections, closed, silent, stalled: closingStalled.length }, 'closed connections holding a place unused, to make room for new ones')
+    const silent = closingWaiting.filter(([, state]) => state.bytesAtRest === 0).length + closingYoung.length
+    app.log.info({ maxConnections, closed, silent, stalled: closingStalled.length, streams: closingStreams.length }, 'closed connections holding a place unused, to make room for new ones')
   }
 
   app.server.on('connection', (socket: Socket) => {
-    open.set(socket, { unanswered: 0, bytesAtRest: 0, latest: undefined, bytesSeen: 0, progressAt: performance.now() })
-    makeRoom()
+    open.set(socket, { unanswered: 0, bytesAtRest: 0, latest: undefined, bytesSeen: 0, progressAt: performance.now(), streamingSince: undefined })
+    makeRoom(socket)
     if (refusedSinceLimitReached === 0) return
     app.log.info({ refusedConnections: refusedSinceLimitReached }, 'accepting new connections again')
     refusedSinceLimitReached = 0
@@ -146,7 +177,12 @@ function trackConnections (app: FastifyInstance, maxConnections: number): Connec
       if (--state.unanswered === 0) {
         state.bytesAtRest = socket.bytesRead
         state.latest = undefined
+        state.streamingSince = undefined
       }
+    },
+    streaming (socket) {
+      const state = open.get(socket)
+      if (state !== undefined) state.streamingSince = performance.now()
     },
     refused: () => refused
   }
@@ -192,6 +228,7 @@ async function edge (app: FastifyInstance, options: { maxConnections: number, bo
   const connections = trackConnections(app, options.maxConnections)
   const inTurn = pipelineInOrder()
   app.decorate('refusedConnections', connections.refused)
+  app.decorate('holdsPlace', (request: FastifyRequest) => { connections.streaming(request.raw.socket) })
   app.decorate('filesSent', boundFilesSent())
   app.decorate('earlyAnswers', new WeakMap())
   answerExpectAndConnect(app)

@@ -8,7 +8,10 @@ import { describe, test, type TestContext } from 'node:test'
 import { sql } from 'kysely'
 import type { FastifyInstance } from 'fastify'
 import pg from 'pg'
-import { captureLogs, listeningApp, postJson, testApp, testAppOn, testDatabases, waitFor, type Env } from '../helpers.js'
+import { createSigner } from 'fast-jwt'
+import { EventFeed } from '../../src/events/feed.js'
+import type { UserEvent } from '../../src/events/outbox.js'
+import { captureLogs, listeningApp, postJson, testApp, testAppOn, testConfig, testDatabases, waitFor, type Env } from '../helpers.js'
 
 interface Event { id: number, type: string, timestamp: string, data: { userId: number, changed?: string[] } }
 
@@ -294,4 +297,73 @@ describe('the change feed across instances', { skip: testDatabases[1]!.skip }, (
     await waitFor(() => stream.events.length === 2, 3000)
     assert.deepEqual(stream.events.map((event) => [event.id, event.data.userId]), [[1, 1], [2, 2]])
   })
+})
+
+describe('the bounds on streams', () => {
+  const jwtSecret = 'a-stream-bounds-secret-of-at-least-32-bytes'
+  const bearer = (sub: string) => ({ authorization: `Bearer ${createSigner({ key: jwtSecret, expiresIn: 60_000 })({ sub })}` })
+  /** Opens a stream over a real connection from `localAddress`: its status, Retry-After and error, and a way to close it. */
+  const open = async (t: TestContext, port: number, headers: Record<string, string> = {}, localAddress = '127.0.0.1') => {
+    const request = http.get({ host: '127.0.0.1', port, path: '/events', headers, localAddress, agent: false })
+    t.after(() => { request.destroy() })
+    const [response] = await once(request, 'response') as [http.IncomingMessage]
+    let body = ''
+    if (response.statusCode !== 200) {
+      for await (const chunk of response) body += String(chunk)
+    }
+    return { status: response.statusCode, retryAfter: response.headers['retry-after'], error: body === '' ? undefined : JSON.parse(body).error as string, close: () => { request.destroy() } }
+  }
+
+  test('streams are bounded per token subject and in all; other requests of the same client are not; a closed stream frees its place', async (t) => {
+    const { app, port } = await listeningApp(t, { AUTH: 'all', JWT_SECRET: jwtSecret, EVENTS_MAX_READERS: '3', EVENTS_MAX_READERS_PER_CLIENT: '2' })
+    const [a1, a2] = [await open(t, port, bearer('a')), await open(t, port, bearer('a'))]
+    assert.deepEqual([a1.status, a2.status], [200, 200])
+    const a3 = await open(t, port, bearer('a'))
+    assert.deepEqual([a3.status, a3.retryAfter, a3.error], [429, '5', 'Too many event streams open for this client: at most 2 (EVENTS_MAX_READERS_PER_CLIENT). Close one, or retry later'])
+    assert.equal((await app.inject({ url: '/users', headers: bearer('a') })).statusCode, 200, 'the client\'s other requests are answered')
+    assert.equal((await open(t, port, bearer('b'))).status, 200, 'another subject has places of its own')
+    const c1 = await open(t, port, bearer('c'))
+    assert.deepEqual([c1.status, c1.retryAfter, c1.error], [503, '5', 'Too many event streams are open on this instance (EVENTS_MAX_READERS): retry shortly'])
+    a1.close()
+    let c2 = await open(t, port, bearer('c'))
+    for (let tries = 0; tries < 20 && c2.status !== 200; tries++) c2 = await open(t, port, bearer('c'))
+    assert.equal(c2.status, 200, 'a closed stream frees its place')
+    assert.equal((await open(t, port, bearer('a'))).status, 503)
+  })
+
+  test('without tokens streams are counted by address', async (t) => {
+    const { port } = await listeningApp(t, { EVENTS_MAX_READERS_PER_CLIENT: '1' })
+    assert.equal((await open(t, port)).status, 200)
+    assert.equal((await open(t, port)).status, 429)
+    assert.equal((await open(t, port, {}, '127.0.0.2')).status, 200, 'another address')
+  })
+
+  test('EVENTS_MAX_READERS is at most half of MAX_CONNECTIONS, and so by default', () => {
+    assert.equal(testConfig({ MAX_CONNECTIONS: '100' }).events.maxReaders, 50)
+    assert.equal(testConfig({ MAX_CONNECTIONS: '100' }).events.maxReadersPerClient, 8)
+    assert.throws(() => testConfig({ MAX_CONNECTIONS: '100', EVENTS_MAX_READERS: '51' }), /^ConfigError: EVENTS_MAX_READERS must be at most half of MAX_CONNECTIONS \(100\), 50/)
+  })
+})
+
+test('readers who have caught up share one read of each new page, however many they are', async () => {
+  let reads = 0
+  let stored: UserEvent[] = []
+  const feed = new EventFeed(async () => stored.at(-1)?.id ?? 0, async (position) => {
+    reads++
+    return stored.filter((event) => event.id > position).slice(0, 100)
+  })
+  const event = (id: number): UserEvent => ({ id, type: 'user.created', timestamp: new Date(0).toISOString(), data: { userId: id } })
+  assert.deepEqual(await Promise.all(Array.from({ length: 500 }, () => feed.eventsAfter(0))), Array(500).fill([]))
+  stored = [event(1), event(2), event(3)]
+  await feed.newest()
+  reads = 0
+  const pages = await Promise.all(Array.from({ length: 500 }, () => feed.eventsAfter(0)))
+  assert.equal(reads, 1, 'one read for all 500')
+  assert.ok(pages.every((page) => page.map((one) => one.id).join() === '1,2,3'))
+  assert.match(pages[0]![0]!.text, /^id: 1\nevent: user.created\ndata: \{"id":1,/)
+  stored.push(event(4))
+  await feed.newest()
+  await Promise.all(Array.from({ length: 500 }, (_, i) => feed.eventsAfter(i % 2 === 0 ? 3 : 1)))
+  assert.equal(reads, 2, 'readers a page behind are served from what is kept')
+  feed.close()
 })

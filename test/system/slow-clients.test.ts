@@ -317,6 +317,54 @@ test('under `ulimit -n 1024`, 1,100 silent connections do not keep a new client 
   assert.ok(closing.every((line) => line.silent === line.closed), 'every connection closed was a silent one')
 })
 
+/** A newcomer's GET /health, tried once, on a connection of its own: its status, and how long it took. */
+async function newcomerOnce (port: number): Promise<{ status: number | string, ms: number }> {
+  const askedAt = performance.now()
+  const status = await healthOn(port)
+  return { status, ms: performance.now() - askedAt }
+}
+
+test('under `ulimit -n 1024`, 950 tokenless streams of GET /events from 119 addresses are bounded, and a new client, tried once, is answered within 2 s', { skip: noProc }, async (t) => {
+  const { nodeArgs, command } = serverUnderOpenFileLimit(1024)
+  const service = await startService(t, { DATABASE_URL: 'sqlite::memory:', AUTH: 'writes', JWT_SECRET: 'a-stream-flood-secret-of-at-least-32-bytes' }, undefined, nodeArgs, command)
+  const statuses = new Map<number | string, number>()
+  const requests: http.ClientRequest[] = []
+  t.after(() => { for (const request of requests) request.destroy() })
+  await Promise.all(Array.from({ length: 950 }, async (_, i) => {
+    const request = http.get({ host: '127.0.0.1', port: service.port, path: '/events', localAddress: `127.0.0.${2 + (i % 119)}`, agent: false })
+    requests.push(request)
+    const status = await new Promise<number | string>((resolve) => {
+      request.on('response', (response) => { resolve(response.statusCode ?? 0); if (response.statusCode !== 200) response.resume() })
+      request.on('error', (error: NodeJS.ErrnoException) => resolve(error.code ?? 'error'))
+    })
+    statuses.set(status, (statuses.get(status) ?? 0) + 1)
+  }))
+  // MAX_CONNECTIONS is 1024 - 128 = 896, and streams at most half of it.
+  assert.ok((statuses.get(200) ?? 0) <= 448, `streams open: ${JSON.stringify([...statuses])}`)
+  assert.ok((statuses.get(503) ?? 0) > 0, 'those past EVENTS_MAX_READERS are refused')
+  const newcomer = await newcomerOnce(service.port)
+  assert.equal(newcomer.status, 200, 'a new client is served at once')
+  assert.ok(newcomer.ms < 2000, `answered in ${Math.round(newcomer.ms)} ms`)
+  assert.equal(service.child.exitCode, null)
+})
+
+for (const kind of ['silent', 'kept alive after an answer']) {
+  test(`under \`ulimit -n 1024\`, right after 1,100 connections (${kind}) open at once, a new client tried once is answered within 2 s`, { skip: noProc }, async (t) => {
+    const { nodeArgs, command } = serverUnderOpenFileLimit(1024)
+    const service = await startService(t, { DATABASE_URL: 'sqlite::memory:' }, undefined, nodeArgs, command)
+    const sockets = silentConnections(t, service.port, 1100)
+    await Promise.all(sockets.map(async (socket) => {
+      await Promise.race([once(socket, 'connect'), once(socket, 'close')])
+      if (kind !== 'silent' && !socket.destroyed) socket.write('GET /health HTTP/1.1\r\nHost: localhost\r\n\r\n')
+    }))
+    const newcomer = await newcomerOnce(service.port)
+    assert.equal(newcomer.status, 200, 'a new client is served without retrying')
+    assert.ok(newcomer.ms < 2000, `answered in ${Math.round(newcomer.ms)} ms`)
+    const closing = service.stdout.map((line) => JSON.parse(line)).filter((line) => line.msg === 'closed connections holding a place unused, to make room for new ones')
+    assert.ok(closing.length > 0, 'connections holding a place were closed')
+  })
+}
+
 /** How a connection of a flood begins, and then holds its place. */
 const FLOOD_KINDS: Record<string, (socket: net.Socket) => void> = {
   silent: () => {},
@@ -357,7 +405,7 @@ for (const kinds of [Object.keys(FLOOD_KINDS), ['halfway through its headers', '
     assert.ok(waits.every((wait) => wait < 1000), `served after ${waits.map(Math.round).join(', ')} ms`)
     const closing = service.stdout.map((line) => JSON.parse(line)).filter((line) => line.msg === 'closed connections holding a place unused, to make room for new ones')
     assert.ok(closing.length > 0)
-    if (!kinds.includes('silent')) assert.ok(closing.every((line) => line.stalled === line.closed), 'only stalled ones were there to close')
+    if (!kinds.includes('silent')) assert.ok(closing.every((line) => line.stalled + line.silent === line.closed), 'only stalled ones, and ones not sending yet, were there to close')
     assert.equal(service.child.exitCode, null)
   })
 }
@@ -368,8 +416,13 @@ test('connections beyond the open-file limit, all sending a request, are refused
   const health = async () => await healthOn(service.port)
   assert.equal(await health(), 200)
 
-  // Connections in the middle of a request are closed to make room only once they stall for a second.
-  await sendingConnections(t, service.port, 300)
+  // Connections in the middle of a request are closed to make room only once they stall for a
+  // second. They come a few at a time, each sending at once, as clients do: in a burst, those that
+  // have sent nothing yet would be closed to make room.
+  for (let batch = 0; batch < 30; batch++) {
+    await sendingConnections(t, service.port, 10)
+    await sleep(20)
+  }
   await sleep(500)
   assert.notEqual(await health(), 200, 'a new one is refused while the limit is reached')
   // The flood's headers never end, so it is cut off once HEADERS_TIMEOUT_MS has passed.
