@@ -84,7 +84,7 @@ export async function buildApp (config: Config, options: BuildOptions = {}): Pro
     tokensAlways
   })
   await app.register(root)
-  await app.register(users, { idempotencyKeyTtlMs: config.idempotencyKeyTtlMs, requireIfMatch: config.requireIfMatch })
+  await app.register(users, { idempotencyKeyTtlMs: config.idempotencyKeyTtlMs, requireIfMatch: config.requireIfMatch, ownership: config.userOwnership })
   await app.register(events, { config: config.events, dialect: config.database.dialect })
   await app.register(health)
   if (metricsOnApiPort) await app.register(metrics, { access: config.metricsAccess })

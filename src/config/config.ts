@@ -49,6 +49,7 @@ const EnvSchema = Type.Object({
   TRUST_PROXY: Type.String({ default: 'off' }),
   IDEMPOTENCY_KEY_TTL: Type.String({ pattern: DURATION.source, default: '24h' }),
   REQUIRE_IF_MATCH: Type.Enum(['on', 'off'], { default: 'off' }),
+  USER_OWNERSHIP: Type.Enum(['on', 'off'], { default: 'off' }),
   SHUTDOWN_DRAIN_MS: Type.Optional(Type.Integer({ minimum: 0, maximum: 600_000 })),
   REDIS_URL: Type.Optional(Type.String({ pattern: '^rediss?://' })),
   EVENTS_RETENTION: Type.String({ pattern: DURATION.source, default: '7d' }),
@@ -121,6 +122,8 @@ export interface Config {
   idempotencyKeyTtlMs: number
   /** Whether `PATCH` and `DELETE` of a user without `If-Match` are refused (428). */
   requireIfMatch: boolean
+  /** Whether a user may be changed or erased only by the token that stored it, or one granting `users:admin`. */
+  userOwnership: boolean
   /** After SIGTERM, how long the service goes on answering, `/ready` saying 503, before it closes. */
   shutdownDrainMs: number
   /** Traces over OTLP, with the service's name in them; undefined when off. */
@@ -173,6 +176,7 @@ export function loadConfig (environment: Record<string, string | undefined>): Co
   if (parsed.METRICS_PORT !== undefined && parsed.METRICS_PORT === parsed.PORT) throw new ConfigError('METRICS_PORT must differ from PORT: it serves /metrics apart from the API')
 
   if (parsed.AUTH_SCOPES === 'on' && parsed.AUTH === 'off') throw new ConfigError('AUTH_SCOPES=on needs AUTH=writes or AUTH=all: with AUTH=off no token is asked for')
+  if (parsed.USER_OWNERSHIP === 'on' && parsed.AUTH === 'off') throw new ConfigError('USER_OWNERSHIP=on needs AUTH=writes or AUTH=all: with AUTH=off no write names its caller')
 
   const database = parseDatabaseUrl(parsed.DATABASE_URL, parsed.DATABASE_POOL_SIZE)
   const maxConnections = connectionLimit(parsed.MAX_CONNECTIONS, database)
@@ -207,6 +211,7 @@ export function loadConfig (environment: Record<string, string | undefined>): Co
     trustProxy: parseTrustProxy(parsed.TRUST_PROXY),
     idempotencyKeyTtlMs: parseDuration(parsed.IDEMPOTENCY_KEY_TTL) as number,
     requireIfMatch: parsed.REQUIRE_IF_MATCH === 'on',
+    userOwnership: parsed.USER_OWNERSHIP === 'on',
     // Behind a load balancer (production) it takes a few health checks to notice; at a
     // terminal or in tests there is none to wait for.
     shutdownDrainMs: parsed.SHUTDOWN_DRAIN_MS ?? (production ? DEFAULT_DRAIN_MS : 0),

@@ -25,6 +25,8 @@ declare module 'fastify' {
   interface FastifyInstance {
     /** Why no token can be verified now, when the identity provider answers with no usable key; `/ready` says it. */
     tokenKeysProblem: () => string | undefined
+    /** Whether the request's verified token grants `scope`, whatever `AUTH_SCOPES` says; false without one. */
+    tokenGrants: (request: FastifyRequest, scope: Scope) => boolean
   }
 }
 
@@ -130,8 +132,11 @@ async function verifyTokensWith (app: FastifyInstance, config: TokenConfig): Pro
 
 export const SECURITY_SCHEME = 'bearerAuth'
 
-/** What a route asks of its caller's token: `users:write` for a write, `users:read` for a read, `events:read` to follow changes. */
-export type Scope = 'users:read' | 'users:write' | 'events:read'
+/**
+ * What a route asks of its caller's token: `users:write` for a write, `users:read` for a read,
+ * `events:read` to follow changes; `users:admin` to change or erase a user another token owns.
+ */
+export type Scope = 'users:read' | 'users:write' | 'events:read' | 'users:admin'
 
 const WWW_AUTHENTICATE: HeaderSchema = {
   type: 'string',
@@ -226,6 +231,8 @@ export async function tokenChecks (app: FastifyInstance, { mode, scopes, verific
       throw error
     }
   }
+
+  app.decorate('tokenGrants', (request: FastifyRequest, scope: Scope) => request.user?.sub !== undefined && grantedScopes(request.user, verification.scopeClaims).has(scope))
 
   const requireScope = (scope: Scope) => async (request: FastifyRequest): Promise<void> => {
     const granted = grantedScopes(request.user, verification.scopeClaims)

@@ -15,6 +15,9 @@ export interface UsersTable {
   request_fingerprint: string | null
   /** Raised by every change to the row; the user's ETag is made of it. */
   version: Generated<number>
+  /** The `iss` (empty when the token has none) and `sub` of the token that stored it, under `USER_OWNERSHIP=on`; else null. */
+  owner_issuer: string | null
+  owner_subject: string | null
 }
 
 /** The `Idempotency-Key` of a deleted user, kept as long as a live user's would be. */
@@ -78,6 +81,9 @@ export interface Database {
   erased_user_keys: ErasedUserKeysTable
   readiness_probe: ReadinessProbeTable
 }
+
+/** The token that stored a user, under `USER_OWNERSHIP=on`: its issuer (empty when it names none) and subject. */
+export interface UserOwner { issuer: string, subject: string }
 
 export type UserRow = Selectable<UsersTable>
 export type NewUserRow = Insertable<UsersTable>

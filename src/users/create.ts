@@ -5,6 +5,7 @@ import type { FastifyReply } from 'fastify'
 import type { CreateOnceOutcome } from './idempotency-keys.js'
 import { AppError, JSON_TYPE } from '../http/errors.js'
 import { CreateUserSchema, createUserLinks } from './create.schemas.js'
+import { ownerOf } from './preconditions.js'
 import { userTag } from './user-id.js'
 
 /** A new user's version; a retry answers with it too, as the first answer did, whatever changed since. */
@@ -13,7 +14,7 @@ const FIRST_VERSION = 1
 /** How often keys past their time are cleared from the database (they are ignored at once). */
 const FORGET_EVERY_MS = 3_600_000
 
-const createUser: FastifyPluginAsyncTypebox<{ idempotencyKeyTtlMs: number }> = async (app, { idempotencyKeyTtlMs }) => {
+const createUser: FastifyPluginAsyncTypebox<{ idempotencyKeyTtlMs: number, ownership: boolean }> = async (app, { idempotencyKeyTtlMs, ownership }) => {
   const keptSince = () => new Date(Date.now() - idempotencyKeyTtlMs).toISOString()
   const forget = setInterval(() => { app.users.forgetIdempotencyKeys(keptSince()).catch(() => {}) }, FORGET_EVERY_MS).unref()
   app.addHook('onClose', async () => { clearInterval(forget) })
@@ -29,9 +30,10 @@ const createUser: FastifyPluginAsyncTypebox<{ idempotencyKeyTtlMs: number }> = a
     // With tokens on, each caller's keys are its own: another caller's key replays nothing of theirs.
     const caller = request.user?.sub
     const key = sent === undefined || caller === undefined ? sent : JSON.stringify([caller, sent])
+    const owner = ownership ? ownerOf(request) : undefined
     let id: number
     if (key === undefined) {
-      id = await app.users.create({ name, email })
+      id = await app.users.create({ name, email }, owner)
     } else {
       // A retry that arrives while this process still answers the first is told so; one that
       // arrives at another instance waits, in the database, for the first to commit.
@@ -40,7 +42,7 @@ const createUser: FastifyPluginAsyncTypebox<{ idempotencyKeyTtlMs: number }> = a
       let outcome: CreateOnceOutcome
       try {
         const fingerprint = createHash('sha256').update(request.bodyBytes ?? '').digest('base64url')
-        outcome = await app.users.createOnce({ name, email }, { key, fingerprint, keptSince: keptSince() })
+        outcome = await app.users.createOnce({ name, email }, { key, fingerprint, keptSince: keptSince() }, owner)
       } finally {
         inFlight.delete(key)
       }

@@ -3,10 +3,10 @@ import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import { deleteUserSchema } from './delete.schemas.js'
 import { writeSchemaError, writeTarget, written } from './preconditions.js'
 
-const deleteUser: FastifyPluginAsyncTypebox<{ requireIfMatch: boolean }> = async (app, { requireIfMatch }) => {
-  app.delete('/users/:id', app.protect('users:write', { schema: deleteUserSchema(requireIfMatch), schemaErrorFormatter: writeSchemaError }), async (request, reply) => {
-    const { id, expected } = writeTarget(request)
-    written(await app.users.delete(id, expected))
+const deleteUser: FastifyPluginAsyncTypebox<{ requireIfMatch: boolean, ownership: boolean }> = async (app, { requireIfMatch, ownership }) => {
+  app.delete('/users/:id', app.protect('users:write', { schema: deleteUserSchema(requireIfMatch, ownership), schemaErrorFormatter: writeSchemaError }), async (request, reply) => {
+    const { id, expected, writer } = writeTarget(app, request, ownership)
+    written(await app.users.delete(id, expected, writer))
     return await reply.code(204).send(null)
   })
 }

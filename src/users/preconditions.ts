@@ -1,7 +1,8 @@
 /** What `PATCH` and `DELETE` share: the user a path names, `If-Match`, and the answers for each outcome. */
-import type { FastifyRequest } from 'fastify'
-import type { ExpectedVersions, WriteOutcome } from './repository.js'
-import { AppError } from '../http/errors.js'
+import type { FastifyInstance, FastifyRequest } from 'fastify'
+import type { UserOwner } from '../storage/schema.js'
+import type { AllowedWriter, ExpectedVersions, WriteOutcome } from './repository.js'
+import { AppError, bearerChallenge } from '../http/errors.js'
 import { formatSchemaError } from '../http/request-validation.js'
 import { expectedVersions, toUserId } from './user-id.js'
 
@@ -16,16 +17,35 @@ export const writeSchemaError: typeof formatSchemaError = (errors, part) => {
   return missing ? new AppError('If-Match is required: send the ETag of the user as last read (or *)', 428) : formatSchemaError(errors, part)
 }
 
-/** The user a write names and the versions it applies to. */
-export function writeTarget (request: FastifyRequest<{ Params: { id: string } }>): { id: number, expected: ExpectedVersions } {
+/** The token that stores a user, as its owner: its issuer (empty when it names none) and subject. */
+export function ownerOf (request: FastifyRequest): UserOwner | undefined {
+  const { iss, sub } = request.user ?? {}
+  return typeof sub === 'string' ? { issuer: typeof iss === 'string' ? iss : '', subject: sub } : undefined
+}
+
+/**
+ * Who may write a user: anyone, or under `USER_OWNERSHIP=on` only its owner, unless the token
+ * grants `users:admin`. A user without an owner is then written by an admin alone.
+ */
+export function allowedWriter (app: FastifyInstance, request: FastifyRequest, ownership: boolean): AllowedWriter {
+  if (!ownership || app.tokenGrants(request, 'users:admin')) return 'anyone'
+  return ownerOf(request) ?? { issuer: '', subject: '' }
+}
+
+/** The user a write names, the versions it applies to, and whom it is allowed. */
+export function writeTarget (app: FastifyInstance, request: FastifyRequest<{ Params: { id: string } }>, ownership: boolean): { id: number, expected: ExpectedVersions, writer: AllowedWriter } {
   const id = toUserId(request.params.id)
   if (id === undefined) throw userNotFound()
-  return { id, expected: expectedVersions(request.headers['if-match'], id) }
+  return { id, expected: expectedVersions(request.headers['if-match'], id), writer: allowedWriter(app, request, ownership) }
 }
 
 /** The write's result, or the error its outcome is answered with. */
 export function written<Done> (outcome: WriteOutcome<Done>): Done {
   if (outcome === 'missing') throw userNotFound()
+  if (outcome === 'not-owner') {
+    throw new AppError('This user was stored by another token: only that token, or one granting users:admin, may change or erase it', 403,
+      bearerChallenge('insufficient_scope', 'users:admin'))
+  }
   if (outcome === 'stale') throw new AppError('The user has changed since the ETag in If-Match: read it again, then retry', 412)
   return outcome
 }

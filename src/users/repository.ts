@@ -2,7 +2,7 @@
 import { sql, type CompiledQuery, type Expression, type ExpressionBuilder, type Kysely, type SqlBool } from 'kysely'
 import { createUserOnce, forgetIdempotencyKeys, type IdempotencyKey } from './idempotency-keys.js'
 import { hasFilters, type ListedField, sortKey, type UserFilters, type UserQuery } from './list-query.js'
-import type { Database, NewUser, UserRow } from '../storage/schema.js'
+import type { Database, NewUser, UserOwner, UserRow } from '../storage/schema.js'
 
 export type UserSummary = Pick<UserRow, 'id' | 'name'>
 /** A user as looked up, with the version its ETag is made of. */
@@ -13,8 +13,11 @@ export type UserChanges = Partial<NewUser>
 /** The versions a change or an erasure applies to: any, or only those named (by `If-Match`). */
 export type ExpectedVersions = 'any' | number[]
 
-/** What a change or an erasure found: the user as it is now, no such user, or another version of it. */
-export type WriteOutcome<Done> = Done | 'missing' | 'stale'
+/** Whom a change or an erasure is allowed: anyone, or only the user's owner. */
+export type AllowedWriter = 'anyone' | UserOwner
+
+/** What a change or an erasure found: the user as it is now, no such user, another version of it, or another's user. */
+export type WriteOutcome<Done> = Done | 'missing' | 'stale' | 'not-owner'
 
 /**
  * The most frequent queries, built and compiled once for each database and run with each call's
@@ -32,14 +35,14 @@ function compiledOnce<Row> (build: (db: Kysely<Database>) => CompiledQuery<Row>)
   }
 }
 
-/** name, email */
-const insertUser = compiledOnce((db) => db.insertInto('users').values({ name: '', email: '' }).returning('id').compile())
+/** name, email, owner_issuer, owner_subject */
+const insertUser = compiledOnce((db) => db.insertInto('users').values({ name: '', email: '', owner_issuer: '', owner_subject: '' }).returning('id').compile())
 /** id */
 const userById = compiledOnce((db) => db.selectFrom('users').select(['id', 'name', 'version']).where('id', '=', 0).compile())
 
-/** Stores a user; resolves once it is committed to the disk, with its new id. */
-export async function createUser (db: Kysely<Database>, { name, email }: NewUser): Promise<number> {
-  const [row] = await insertUser(db, name, email)
+/** Stores a user, owned by `owner` if given; resolves once it is committed to the disk, with its new id. */
+export async function createUser (db: Kysely<Database>, { name, email }: NewUser, owner?: UserOwner): Promise<number> {
+  const [row] = await insertUser(db, name, email, owner?.issuer ?? null, owner?.subject ?? null)
   return row!.id
 }
 
@@ -48,14 +51,25 @@ export async function findUser (db: Kysely<Database>, id: number): Promise<Store
   return user
 }
 
-/** Why a conditional write changed nothing: the user is gone, or it is at another version. */
-async function missingOrStale (db: Kysely<Database>, id: number): Promise<'missing' | 'stale'> {
-  return (await findUser(db, id)) === undefined ? 'missing' : 'stale'
+const ownedBy = (row: { owner_issuer: string | null, owner_subject: string | null }, owner: UserOwner) =>
+  row.owner_issuer === owner.issuer && row.owner_subject === owner.subject
+
+/** Why a conditional write changed nothing: the user is gone, it is another's, or it is at another version. */
+async function whyUnwritten (db: Kysely<Database>, id: number, writer: AllowedWriter): Promise<'missing' | 'stale' | 'not-owner'> {
+  const row = await db.selectFrom('users').select(['owner_issuer', 'owner_subject']).where('id', '=', id).executeTakeFirst()
+  if (row === undefined) return 'missing'
+  return writer !== 'anyone' && !ownedBy(row, writer) ? 'not-owner' : 'stale'
 }
 
-/** Narrows a write of user `id` to the expected versions, checked by the statement that writes. */
-function atVersion<Query extends { where: (column: 'version', operator: 'in', values: number[]) => Query }> (query: Query, expected: ExpectedVersions): Query {
-  return expected === 'any' ? query : query.where('version', 'in', expected)
+type Narrowable<Query> = { where: (column: 'version' | 'owner_issuer' | 'owner_subject', operator: 'in' | '=', value: number[] | string) => Query }
+
+/**
+ * Narrows a write of user `id` to the expected versions and the allowed writer, checked by the
+ * statement that writes, so that no change between a check and the write can slip through.
+ */
+function narrowed<Query extends Narrowable<Query>> (query: Query, expected: ExpectedVersions, writer: AllowedWriter): Query {
+  const atVersion = expected === 'any' ? query : query.where('version', 'in', expected)
+  return writer === 'anyone' ? atVersion : atVersion.where('owner_issuer', '=', writer.issuer).where('owner_subject', '=', writer.subject)
 }
 
 /**
@@ -63,26 +77,25 @@ function atVersion<Query extends { where: (column: 'version', operator: 'in', va
  * that of two writers who read the same version only the first succeeds. No fields: nothing is
  * written, and the user is answered as it is.
  */
-export async function updateUser (db: Kysely<Database>, id: number, changes: UserChanges, expected: ExpectedVersions): Promise<WriteOutcome<StoredUser>> {
+export async function updateUser (db: Kysely<Database>, id: number, changes: UserChanges, expected: ExpectedVersions, writer: AllowedWriter): Promise<WriteOutcome<StoredUser>> {
   if (changes.name === undefined && changes.email === undefined) {
-    const user = await findUser(db, id)
-    if (user === undefined) return 'missing'
-    return expected === 'any' || expected.includes(user.version) ? user : 'stale'
+    const user = await narrowed(db.selectFrom('users').select(['id', 'name', 'version']).where('id', '=', id), expected, writer).executeTakeFirst()
+    return user ?? await whyUnwritten(db, id, writer)
   }
-  if (expected !== 'any' && expected.length === 0) return await missingOrStale(db, id)
+  if (expected !== 'any' && expected.length === 0) return await whyUnwritten(db, id, writer)
   const update = db.updateTable('users').set((eb) => ({ ...changes, version: eb('version', '+', 1) })).where('id', '=', id)
-  const user = await atVersion(update, expected).returning(['id', 'name', 'version']).executeTakeFirst()
-  return user ?? await missingOrStale(db, id)
+  const user = await narrowed(update, expected, writer).returning(['id', 'name', 'version']).executeTakeFirst()
+  return user ?? await whyUnwritten(db, id, writer)
 }
 
 /**
  * Deletes the user, if at an expected version. Triggers take it off the count and keep its
  * `Idempotency-Key` (migrations/2026-11-29-changing-users.ts); nothing else of it stays.
  */
-export async function deleteUser (db: Kysely<Database>, id: number, expected: ExpectedVersions): Promise<WriteOutcome<'deleted'>> {
-  if (expected !== 'any' && expected.length === 0) return await missingOrStale(db, id)
-  const deleted = await atVersion(db.deleteFrom('users').where('id', '=', id), expected).returning('id').executeTakeFirst()
-  return deleted === undefined ? await missingOrStale(db, id) : 'deleted'
+export async function deleteUser (db: Kysely<Database>, id: number, expected: ExpectedVersions, writer: AllowedWriter): Promise<WriteOutcome<'deleted'>> {
+  if (expected !== 'any' && expected.length === 0) return await whyUnwritten(db, id, writer)
+  const deleted = await narrowed(db.deleteFrom('users').where('id', '=', id), expected, writer).returning('id').executeTakeFirst()
+  return deleted === undefined ? await whyUnwritten(db, id, writer) : 'deleted'
 }
 
 /** How many users there are: the sum of the counter rows a trigger keeps. */
@@ -175,12 +188,12 @@ export async function listUsers (db: Kysely<Database>, query: UserQuery): Promis
 /** The repository the routes use, over one database. */
 export function usersRepository (db: Kysely<Database>) {
   return {
-    create: async (user: NewUser) => await createUser(db, user),
-    createOnce: async (user: NewUser, idempotency: IdempotencyKey) => await createUserOnce(db, user, idempotency),
+    create: async (user: NewUser, owner?: UserOwner) => await createUser(db, user, owner),
+    createOnce: async (user: NewUser, idempotency: IdempotencyKey, owner?: UserOwner) => await createUserOnce(db, user, idempotency, owner),
     forgetIdempotencyKeys: async (keptSince: string) => { await forgetIdempotencyKeys(db, keptSince) },
     findById: async (id: number) => await findUser(db, id),
-    update: async (id: number, changes: UserChanges, expected: ExpectedVersions) => await updateUser(db, id, changes, expected),
-    delete: async (id: number, expected: ExpectedVersions) => await deleteUser(db, id, expected),
+    update: async (id: number, changes: UserChanges, expected: ExpectedVersions, writer: AllowedWriter) => await updateUser(db, id, changes, expected, writer),
+    delete: async (id: number, expected: ExpectedVersions, writer: AllowedWriter) => await deleteUser(db, id, expected, writer),
     list: async (query: UserQuery) => await listUsers(db, query)
   }
 }

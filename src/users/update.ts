@@ -4,11 +4,11 @@ import { writeSchemaError, writeTarget, written } from './preconditions.js'
 import { updateUserSchema } from './update.schemas.js'
 import { userTag } from './user-id.js'
 
-const updateUser: FastifyPluginAsyncTypebox<{ requireIfMatch: boolean }> = async (app, { requireIfMatch }) => {
-  app.patch('/users/:id', app.protect('users:write', { schema: updateUserSchema(requireIfMatch), schemaErrorFormatter: writeSchemaError }), async (request, reply) => {
-    const { id, expected } = writeTarget(request)
+const updateUser: FastifyPluginAsyncTypebox<{ requireIfMatch: boolean, ownership: boolean }> = async (app, { requireIfMatch, ownership }) => {
+  app.patch('/users/:id', app.protect('users:write', { schema: updateUserSchema(requireIfMatch, ownership), schemaErrorFormatter: writeSchemaError }), async (request, reply) => {
+    const { id, expected, writer } = writeTarget(app, request, ownership)
     const { name, email } = request.body
-    const user = written(await app.users.update(id, { name, email }, expected))
+    const user = written(await app.users.update(id, { name, email }, expected, writer))
     reply.header('etag', userTag(user.id, user.version))
     return { id: String(user.id), name: user.name }
   })

@@ -111,3 +111,7 @@ export const unsupported = errorResponse('The body is not `application/json`, or
   { 'Accept-Encoding': ACCEPT_ENCODING })
 export const databaseUnavailable = errorResponse('The database cannot do its work now, or the service is overloaded; retry after `Retry-After` seconds.',
   { 'Retry-After': RETRY_AFTER })
+
+/** Under `USER_OWNERSHIP=on`: the token is neither the user's owner nor an admin. */
+export const notOwner = errorResponse('`USER_OWNERSHIP=on`: the user was stored by another token (or by none), and this token does not grant ' +
+  '`users:admin`; or, with `AUTH_SCOPES=on`, it does not grant `users:write`.', { 'WWW-Authenticate': { type: 'string', description: 'The bearer challenge: `error="insufficient_scope"` and the scope that would do.' } })
