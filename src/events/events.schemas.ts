@@ -38,7 +38,12 @@ export const EventsSchema = {
   operationId: 'followEvents',
   tags: ['events'],
   querystring: Type.Object({
-    after: Type.Optional(Type.Integer({ minimum: 0, description: 'Start after this event id; `0` starts at the oldest event kept. `Last-Event-ID` wins over it.', examples: [0] }))
+    after: Type.Optional(Type.Integer({ minimum: 0, description: 'Start after this event id; `0` starts at the oldest event kept. `Last-Event-ID` wins over it.', examples: [0] })),
+    ticket: Type.Optional(Type.String({
+      pattern: '^[A-Za-z0-9_-]{1,128}$',
+      description: 'A ticket from `POST /events/tickets`, in place of `Authorization` for a browser\'s `EventSource`, which sends no header: ' +
+        'good for one stream, within its `expires_in` seconds.'
+    }))
   }),
   headers: Type.Object({
     'last-event-id': Type.Optional(Type.String({ pattern: '^(0|[1-9][0-9]{0,15})$', description: 'The id of the last event received: the stream starts after it.' }))
@@ -52,6 +57,22 @@ export const EventsSchema = {
     410: errorResponse('Events after the position asked for are purged (`EVENTS_RETENTION`); the message names the oldest kept. Read the users again, then follow from the newest.'),
     429: errorResponse('This client (a token\'s subject, else an address) has `EVENTS_MAX_READERS_PER_CLIENT` streams open: close one, or retry after `Retry-After` seconds.', { 'Retry-After': RETRY_AFTER }),
     503: errorResponse('The database cannot do its work now, or this instance has `EVENTS_MAX_READERS` streams open; retry after `Retry-After` seconds.', { 'Retry-After': RETRY_AFTER })
+  }
+}
+
+export const TicketSchema = {
+  summary: 'Get a ticket to follow changes from a browser',
+  description: 'A browser\'s `EventSource` cannot send `Authorization`. A page that holds a token asks for a ticket, then opens ' +
+    '`GET /events?ticket=<ticket>`: a ticket opens one stream, on any instance, within `expires_in` seconds, and is then spent. ' +
+    'Its holder is the token\'s subject, whose bounds on streams it counts against. Ask for a new one to reconnect.',
+  operationId: 'createEventsTicket',
+  tags: ['events'],
+  response: {
+    201: Type.Object({
+      ticket: Type.String({ description: 'Random; kept by the service only as its hash.', examples: ['3q2-7wVkT1r2YkPp3Bf9yZ0cWnq8vL5uJmN4hXgA6sE'] }),
+      expires_in: Type.Integer({ minimum: 1, description: 'Seconds the ticket may wait to be used.', examples: [30] })
+    }, { additionalProperties: false, description: 'A ticket for one stream.' }),
+    503: errorResponse('The database cannot do its work now; retry after `Retry-After` seconds.', { 'Retry-After': RETRY_AFTER })
   }
 }
 

@@ -13,9 +13,13 @@ export const POLL_MS = 100
 const KEPT_EVENTS = 4 * EVENTS_PER_READ
 
 /** An event as the stream sends it: its position and its Server-Sent Events text. */
-export interface SentEvent { id: number, text: string }
+interface SentEvent { id: number, text: string }
+
+/** Events as one write of the stream: their text, the last one's position, and whether more may follow at once. */
+export interface Page { bytes: Buffer, last: number, more: boolean }
 
 const sentEvent = (event: UserEvent): SentEvent => ({ id: event.id, text: `id: ${event.id}\nevent: ${event.type}\ndata: ${JSON.stringify(event)}\n\n` })
+const pageOf = (events: SentEvent[], more: boolean): Page => ({ bytes: Buffer.from(events.map((event) => event.text).join('')), last: events.at(-1)!.id, more })
 
 export class EventFeed {
   #newest = 0
@@ -27,26 +31,48 @@ export class EventFeed {
   #keptAfter: number | undefined
   #keptUpTo = 0
   #reading: Promise<void> | undefined
+  /** The pages of the kept events built so far, by the index they start at: readers at one position share one. */
+  #pages = new Map<number, Page>()
 
   constructor (private readonly readNewest: () => Promise<number>, private readonly readAfter: (position: number) => Promise<UserEvent[]>) {}
 
   /**
-   * Up to a page of the events after `position`. A reader within the kept events is served from
-   * them, and one at their end shares one read of the next with every other; one further behind
-   * reads its own page.
+   * The events after `position`, undefined when there are none yet. A reader within the kept
+   * events gets all of them after it, in one page that every reader at that position shares; one
+   * at their end shares one read of the next with every other; one further behind reads its own.
    */
-  async eventsAfter (position: number): Promise<SentEvent[]> {
+  async pageAfter (position: number): Promise<Page | undefined> {
     if (this.#keptAfter === undefined) {
       this.#keptAfter = position
       this.#keptUpTo = position
     }
-    if (position < this.#keptAfter) return (await this.readAfter(position)).map(sentEvent)
+    if (position < this.#keptAfter) {
+      const read = await this.readAfter(position)
+      return read.length === 0 ? undefined : pageOf(read.map(sentEvent), read.length === EVENTS_PER_READ)
+    }
     if (position >= this.#keptUpTo && this.#newest > this.#keptUpTo) {
       this.#reading ??= this.#readNext().finally(() => { this.#reading = undefined })
       await this.#reading
     }
-    const first = this.#kept.findIndex((event) => event.id > position)
-    return first === -1 ? [] : this.#kept.slice(first, first + EVENTS_PER_READ)
+    const first = this.#firstAfter(position)
+    if (first === this.#kept.length) return undefined
+    let page = this.#pages.get(first)
+    if (page === undefined) {
+      page = pageOf(this.#kept.slice(first), false)
+      this.#pages.set(first, page)
+    }
+    return page
+  }
+
+  /** The index of the first kept event after `position`, found by halving: positions rise. */
+  #firstAfter (position: number): number {
+    let [low, high] = [0, this.#kept.length]
+    while (low < high) {
+      const middle = (low + high) >>> 1
+      if (this.#kept[middle]!.id > position) high = middle
+      else low = middle + 1
+    }
+    return low
   }
 
   async #readNext (): Promise<void> {
@@ -55,6 +81,7 @@ export class EventFeed {
     this.#kept.push(...read.map(sentEvent))
     this.#keptUpTo = read.at(-1)!.id
     if (this.#kept.length > KEPT_EVENTS) this.#keptAfter = this.#kept.splice(0, this.#kept.length - KEPT_EVENTS).at(-1)!.id
+    this.#pages.clear()
   }
 
   /** The newest event's position, asked of the database now. */

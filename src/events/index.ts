@@ -10,6 +10,7 @@ import { EventFeed } from './feed.js'
 import { eventsAfter, newestPosition, purgeEvents, storedNow } from './outbox.js'
 import { eventSequencer } from './sequencer.js'
 import followEvents from './stream.js'
+import tickets from './tickets.js'
 import { deliveredEverywhere, failedEvents } from './webhook-cursors.js'
 import { type Deliveries, type DeliveryOutcome, deliverWebhooks } from './webhooks.js'
 
@@ -24,6 +25,7 @@ export default async function events (app: FastifyInstance, { config, dialect }:
     await sequence()
     return await newestPosition(app.db)
   }, async (position) => await eventsAfter(app.db, position))
+  await app.register(tickets)
   await app.register(followEvents, { feed, heartbeatMs: config.heartbeatMs, bounds: { maxReaders: config.maxReaders, maxReadersPerClient: config.maxReadersPerClient } })
 
   const delivered = app.hasDecorator('metricsRegistry')

@@ -10,7 +10,8 @@ import type { FastifyInstance, FastifyRequest } from 'fastify'
 import { AppError } from '../http/errors.js'
 import { EventsSchema } from './events.schemas.js'
 import type { EventFeed } from './feed.js'
-import { EVENTS_PER_READ, oldestPosition } from './outbox.js'
+import { ticketHolder } from './tickets.js'
+import { oldestPosition } from './outbox.js'
 
 /** How long a reconnecting EventSource waits before it tries again, as the stream tells it. */
 const RECONNECT_MS = 1000
@@ -38,19 +39,19 @@ async function startingPosition (app: FastifyInstance, feed: EventFeed, lastEven
 }
 
 /** A reader's text: the reconnection delay, then events as they come, and a heartbeat when none does. */
-async function * eventText (app: FastifyInstance, feed: EventFeed, start: number, heartbeatMs: number, reader: Reader): AsyncGenerator<string> {
+async function * eventText (feed: EventFeed, start: number, heartbeatMs: number, reader: Reader): AsyncGenerator<string | Buffer> {
   let position = start
   yield * reader.sent(`retry: ${RECONNECT_MS}\n: following from ${position}\n\n`)
   while (!reader.closing.signal.aborted && !feed.closed) {
-    const events = await feed.eventsAfter(position)
-    if (events.length > 0) {
+    const page = await feed.pageAfter(position)
+    if (page !== undefined) {
       // A page goes to the socket as one write.
-      yield * reader.sent(events.map((event) => event.text).join(''))
-      position = events.at(-1)!.id
+      yield * reader.sent(page.bytes)
+      position = page.last
     }
-    // Behind a full page there may be more; short of one, the reader has caught up, and reads
-    // again when the feed has grown, not as fast as writes come.
-    if (events.length === EVENTS_PER_READ) continue
+    // Behind a full page read for this reader there may be more; else the reader has caught up,
+    // and reads again when the feed has grown, not as fast as writes come.
+    if (page?.more === true) continue
     const waited = performance.now()
     await feed.waitBeyond(position, heartbeatMs, reader.closing.signal)
     if (performance.now() - waited >= heartbeatMs) yield * reader.sent(': heartbeat\n\n')
@@ -64,7 +65,7 @@ class Reader {
   offeredAt: number | undefined
 
   /** Offers `text`; resumes once the socket's side has taken it. */
-  * sent (text: string): Generator<string> {
+  * sent (text: string | Buffer): Generator<string | Buffer> {
     this.offeredAt = performance.now()
     yield text
     this.offeredAt = undefined
@@ -109,7 +110,9 @@ const followEvents: FastifyPluginAsyncTypebox<{ feed: EventFeed, heartbeatMs: nu
     done()
   })
 
-  app.get('/events', app.protect('events:read', { schema: EventsSchema, exposeHeadRoute: false }), async (request, reply) => {
+  // A browser's EventSource sends no header: a ticket in the URL stands in for its token.
+  const guards = { urlCredential: ticketHolder(app.db) }
+  app.get('/events', app.protect('events:read', { schema: EventsSchema, exposeHeadRoute: false }, guards), async (request, reply) => {
     const start = await startingPosition(app, feed, request.headers['last-event-id'], request.query.after)
     const client = clientOf(request)
     admit(client)
@@ -129,7 +132,7 @@ const followEvents: FastifyPluginAsyncTypebox<{ feed: EventFeed, heartbeatMs: nu
       readers.delete(entry)
       release(client)
     })
-    const text = Readable.from(eventText(app, feed, start, heartbeatMs, reader), { objectMode: false })
+    const text = Readable.from(eventText(feed, start, heartbeatMs, reader), { objectMode: false })
     // Fastify sends a stream as it is; the type provider knows only the JSON bodies of the schema.
     return await reply.type('text/event-stream; charset=utf-8').header('cache-control', 'no-store').header('x-accel-buffering', 'no').send(text as never)
   })

@@ -10,7 +10,7 @@ import type { Config } from '../config/config.js'
 import { shedOnOverload } from './overload.js'
 import { limitRate } from './rate-limit.js'
 import { type HeaderSchema, type Responses, withHeaders } from './schemas.js'
-import { type PersonalDataTest, type Scope, tokenChecks } from './tokens.js'
+import { type PersonalDataTest, type Scope, tokenChecks, type UrlCredential } from './tokens.js'
 
 interface Guard {
   hook: onRequestHookHandler
@@ -27,6 +27,8 @@ export interface ProtectOptions {
   readsPersonalData?: PersonalDataTest
   /** Whether the route asks for a token as `AUTH` says (the default), always, or never. */
   token?: 'by-auth' | 'always' | 'never'
+  /** A credential in the URL taken in place of a token (`GET /events?ticket=…`). */
+  urlCredential?: UrlCredential
 }
 
 declare module 'fastify' {
@@ -46,9 +48,9 @@ async function guards (app: FastifyInstance, config: GuardConfig): Promise<void>
   const limit = config.rateLimit === undefined ? undefined : await limitRate(app, config.rateLimit)
   const tokenCheck = await tokenChecks(app, { mode: config.auth, scopes: config.authScopes, verification: config.jwt, tokensAlways: config.tokensAlways })
 
-  app.decorate('protect', (scope, route, { throttled = true, readsPersonalData, token: asks = 'by-auth' } = {}) => {
+  app.decorate('protect', (scope, route, { throttled = true, readsPersonalData, token: asks = 'by-auth', urlCredential } = {}) => {
     const throttles: Guard[] = throttled ? [shed, ...(limit === undefined ? [] : [limit])] : []
-    const token = asks === 'never' ? undefined : tokenCheck(scope, readsPersonalData, asks === 'always')
+    const token = asks === 'never' ? undefined : tokenCheck(scope, { readsPersonalData, always: asks === 'always', urlCredential })
     const declared = route.schema.response as Responses
     const responses = Object.assign({}, ...throttles.map((guard) => guard.responses), token?.responses, declared)
     const headers = Object.assign({}, ...throttles.map((guard) => guard.headers))

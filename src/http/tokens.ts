@@ -174,6 +174,23 @@ export interface TokenRules {
 /** Whether a request reads personal data (an address): under `AUTH=writes`, such a read needs a token too. */
 export type PersonalDataTest = (request: FastifyRequest) => boolean
 
+/**
+ * A credential a route takes in its URL where no `Authorization` header can be sent (an
+ * `EventSource`): the holder it names, undefined when the request carries none; it throws the
+ * 401 of one that is not good.
+ */
+export type UrlCredential = (request: FastifyRequest) => Promise<{ issuer: string, subject: string } | undefined>
+
+/** The requests whose caller was named by a URL credential, not a token. */
+const fromUrlCredential = new WeakSet<FastifyRequest>()
+
+/** How a route asks for its token: see `tokenChecks`. */
+export interface TokenAsk {
+  readsPersonalData?: PersonalDataTest | undefined
+  always?: boolean
+  urlCredential?: UrlCredential | undefined
+}
+
 /** The checks of a route that asks for a token, and the answers and security they declare. */
 export interface TokenCheck {
   hooks: onRequestHookHandler[]
@@ -184,10 +201,11 @@ export interface TokenCheck {
 /**
  * Registers @fastify/jwt and gives, for a route's scope, the checks of its token under `AUTH`
  * (undefined where it needs none): the token, then with `AUTH_SCOPES=on` the scope. A read that
- * can show personal data runs them under `AUTH=writes` too, when `readsPersonalData` says so, and
- * a route that asks for a token `always` runs them whatever the mode.
+ * can show personal data runs them under `AUTH=writes` too, when `readsPersonalData` says so; a
+ * route that asks for a token `always` runs them whatever the mode; and a `urlCredential` stands
+ * in for a token that was not sent.
  */
-export async function tokenChecks (app: FastifyInstance, { mode, scopes, verification, tokensAlways }: TokenRules): Promise<(scope: Scope, readsPersonalData?: PersonalDataTest, always?: boolean) => TokenCheck | undefined> {
+export async function tokenChecks (app: FastifyInstance, { mode, scopes, verification, tokensAlways }: TokenRules): Promise<(scope: Scope, ask?: TokenAsk) => TokenCheck | undefined> {
   const { checkHeader, provider } = await verifyTokensWith(app, verification)
   // The provider's keys are fetched as the service starts, so that a wrong URL is said at once.
   if ((mode !== 'off' || tokensAlways) && provider !== undefined) await provider.load()
@@ -218,9 +236,15 @@ export async function tokenChecks (app: FastifyInstance, { mode, scopes, verific
     return claims
   }
 
-  async function verifyBearerToken (request: FastifyRequest): Promise<void> {
+  async function verifyBearerToken (request: FastifyRequest, urlCredential: UrlCredential | undefined): Promise<void> {
     const header = request.headers.authorization
-    if (header === undefined) throw unauthorized('Missing bearer token: send Authorization: Bearer <token>', true)
+    if (header === undefined) {
+      const holder = await urlCredential?.(request)
+      if (holder === undefined) throw unauthorized('Missing bearer token: send Authorization: Bearer <token>', true)
+      request.user = { iss: holder.issuer === '' ? undefined : holder.issuer, sub: holder.subject, exp: Math.ceil(Date.now() / 1000) }
+      fromUrlCredential.add(request)
+      return
+    }
     const token = bearerToken(header)
     if (token === undefined) throw unauthorized('Authorization header must be "Bearer <token>"')
     try {
@@ -235,6 +259,8 @@ export async function tokenChecks (app: FastifyInstance, { mode, scopes, verific
   app.decorate('tokenGrants', (request: FastifyRequest, scope: Scope) => request.user?.sub !== undefined && grantedScopes(request.user, verification.scopeClaims).has(scope))
 
   const requireScope = (scope: Scope) => async (request: FastifyRequest): Promise<void> => {
+    // A credential in the URL is taken by one route alone, and was issued for its scope.
+    if (fromUrlCredential.has(request)) return
     const granted = grantedScopes(request.user, verification.scopeClaims)
     if (granted.has(scope)) return
     request.log.info({ tokenRefused: 'scope', needed: scope, granted: [...granted], scopeClaims: verification.scopeClaims }, 'bearer token lacks the scope this route asks for')
@@ -244,12 +270,14 @@ export async function tokenChecks (app: FastifyInstance, { mode, scopes, verific
   const refused = errorResponse('Missing, malformed, expired or wrongly signed bearer token, or one that lives longer than `JWT_MAX_LIFETIME`. ' +
     'Checked before the body is read: such a request is answered 401 whatever its body, never 400, 413 or 415.', { 'WWW-Authenticate': WWW_AUTHENTICATE })
   const lacksScope = (scope: Scope) => errorResponse(`The token is valid but does not grant \`${scope}\` (in the claims \`JWT_SCOPE_CLAIMS\` names: \`scope\` and \`scp\` by default).`, { 'WWW-Authenticate': WWW_AUTHENTICATE })
-  return (scope, readsPersonalData, always = false) => {
+  return (scope, { readsPersonalData, always = false, urlCredential } = {}) => {
     if (mode === 'off' && !always) return undefined
-    const checks = scopes ? [verifyBearerToken, requireScope(scope)] : [verifyBearerToken]
+    const verify = async (request: FastifyRequest) => { await verifyBearerToken(request, urlCredential) }
+    const checks = scopes ? [verify, requireScope(scope)] : [verify]
     const responses = { 401: refused, ...(scopes && { 403: lacksScope(scope) }) }
     const security = [{ [SECURITY_SCHEME]: scopes ? [scope] : [] }]
-    if (mode === 'all' || scope === 'users:write' || always) return { hooks: checks, responses, security }
+    // Following the feed is a subscription of its own: with scopes on, it is asked for under AUTH=writes too.
+    if (mode === 'all' || scope === 'users:write' || always || (scopes && scope === 'events:read')) return { hooks: checks, responses, security }
     if (readsPersonalData === undefined) return undefined
     // AUTH=writes: a read is open to anyone unless it reads personal data.
     const whenPersonal = (check: (request: FastifyRequest) => Promise<void>) => async (request: FastifyRequest): Promise<void> => {

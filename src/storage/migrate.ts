@@ -16,6 +16,7 @@ import { erasedKeysWithoutFingerprints } from './migrations/2026-12-02-erased-ke
 import { searchableUsers } from './migrations/2026-12-02-searchable-users.js'
 import { userEvents } from './migrations/2026-12-02-user-events.js'
 import { eventsWithoutAgeIndex } from './migrations/2026-12-02-user-events-without-age-index.js'
+import { eventTickets } from './migrations/2026-12-07-event-tickets.js'
 import { userOwners } from './migrations/2026-12-07-user-owners.js'
 
 /** Every migration, by name, in the order they run. */
@@ -32,7 +33,8 @@ export function migrations (dialect: Dialect): Record<string, Migration> {
     '2026-12-02-searchable-users': searchableUsers(dialect),
     '2026-12-02-user-events': userEvents(dialect),
     '2026-12-02-user-events-without-age-index': eventsWithoutAgeIndex(),
-    '2026-12-07-user-owners': userOwners()
+    '2026-12-07-user-owners': userOwners(),
+    '2026-12-07-event-tickets': eventTickets()
   }
 }
 

@@ -72,6 +72,14 @@ export interface WebhookFailuresTable {
   failed_at: string
 }
 
+/** A ticket for one stream of `GET /events`, by its hash, with the token it was issued to. */
+export interface EventTicketsTable {
+  ticket_hash: string
+  issuer: string
+  subject: string
+  expires_at: string
+}
+
 export interface Database {
   users: UsersTable
   events: EventsTable
@@ -80,6 +88,7 @@ export interface Database {
   user_counts: UserCountsTable
   erased_user_keys: ErasedUserKeysTable
   readiness_probe: ReadinessProbeTable
+  event_tickets: EventTicketsTable
 }
 
 /** The token that stored a user, under `USER_OWNERSHIP=on`: its issuer (empty when it names none) and subject. */

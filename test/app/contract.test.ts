@@ -73,7 +73,8 @@ const valid: Record<string, InjectOptions> = {
   health: { url: '/health' },
   ready: { url: '/ready' },
   metrics: { url: '/metrics' },
-  followEvents: { url: '/events' }
+  followEvents: { url: '/events' },
+  createEventsTicket: { method: 'POST', url: '/events/tickets' }
 }
 
 /** A request whose answer, a stream that does not end, is checked as its headers arrive. */
@@ -85,7 +86,7 @@ const keyed = (key: string, body: object): InjectOptions =>
 const cases: Case[] = [
   ...Object.entries(valid).map(([operationId, request]): Case => ({
     operationId,
-    status: operationId === 'createUser' ? 201 : operationId === 'deleteUser' ? 204 : 200,
+    status: ['createUser', 'createEventsTicket'].includes(operationId) ? 201 : operationId === 'deleteUser' ? 204 : 200,
     request: operationId === 'followEvents' ? streamed(request) : request,
     ...(['getUser', 'updateUser', 'deleteUser'].includes(operationId) && { before: valid.createUser, atCreated: true as const })
   })),
@@ -128,12 +129,12 @@ const cases: Case[] = [
     before: valid.createUser,
     request: { url: '/events?after=0' }
   },
-  ...['listUsers', 'createUser', 'getUser', 'updateUser', 'deleteUser', 'ready', 'followEvents'].map((operationId): Case => ({ operationId, status: 503, request: fault('database', valid[operationId]!) })),
+  ...['listUsers', 'createUser', 'getUser', 'updateUser', 'deleteUser', 'ready', 'followEvents', 'createEventsTicket'].map((operationId): Case => ({ operationId, status: 503, request: fault('database', valid[operationId]!) })),
   ...['hello', 'customHello', 'validateUser'].map((operationId): Case => ({ operationId, status: 503, app: 'overloaded', request: valid[operationId]! }))
 ]
 
 /** Every operation of the API with a limiter in front, twice: the second is over the limit. */
-const rateLimited = ['hello', 'customHello', 'listUsers', 'getUser', 'createUser', 'updateUser', 'deleteUser', 'validateUser', 'followEvents']
+const rateLimited = ['hello', 'customHello', 'listUsers', 'getUser', 'createUser', 'updateUser', 'deleteUser', 'validateUser', 'followEvents', 'createEventsTicket']
 cases.push(...rateLimited.map((operationId): Case => ({
   operationId, status: 429, app: 'limited', before: operationId === 'followEvents' ? streamed(valid[operationId]!) : valid[operationId], request: valid[operationId]!
 })))

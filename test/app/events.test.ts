@@ -345,7 +345,7 @@ describe('the bounds on streams', () => {
   })
 })
 
-test('readers who have caught up share one read of each new page, however many they are', async () => {
+test('readers who have caught up share one read of each new page, and one page of text, however many they are', async () => {
   let reads = 0
   let stored: UserEvent[] = []
   const feed = new EventFeed(async () => stored.at(-1)?.id ?? 0, async (position) => {
@@ -353,17 +353,84 @@ test('readers who have caught up share one read of each new page, however many t
     return stored.filter((event) => event.id > position).slice(0, 100)
   })
   const event = (id: number): UserEvent => ({ id, type: 'user.created', timestamp: new Date(0).toISOString(), data: { userId: id } })
-  assert.deepEqual(await Promise.all(Array.from({ length: 500 }, () => feed.eventsAfter(0))), Array(500).fill([]))
+  assert.deepEqual(await Promise.all(Array.from({ length: 500 }, () => feed.pageAfter(0))), Array(500).fill(undefined))
   stored = [event(1), event(2), event(3)]
   await feed.newest()
   reads = 0
-  const pages = await Promise.all(Array.from({ length: 500 }, () => feed.eventsAfter(0)))
+  const pages = await Promise.all(Array.from({ length: 500 }, () => feed.pageAfter(0)))
   assert.equal(reads, 1, 'one read for all 500')
-  assert.ok(pages.every((page) => page.map((one) => one.id).join() === '1,2,3'))
-  assert.match(pages[0]![0]!.text, /^id: 1\nevent: user.created\ndata: \{"id":1,/)
+  assert.ok(pages.every((page) => page === pages[0]), 'one page for all 500')
+  assert.equal(pages[0]!.last, 3)
+  assert.match(String(pages[0]!.bytes), /^id: 1\nevent: user.created\ndata: \{"id":1,.*\n\nid: 2\n.*\n\nid: 3\n/s)
   stored.push(event(4))
   await feed.newest()
-  await Promise.all(Array.from({ length: 500 }, (_, i) => feed.eventsAfter(i % 2 === 0 ? 3 : 1)))
+  const later = await Promise.all(Array.from({ length: 500 }, (_, i) => feed.pageAfter(i % 2 === 0 ? 3 : 1)))
   assert.equal(reads, 2, 'readers a page behind are served from what is kept')
+  assert.deepEqual([later[0]!.last, later[1]!.last], [4, 3], 'one a page behind gets what was kept as it asked')
+  assert.equal((await feed.pageAfter(3))!.last, 4)
+  assert.equal(reads, 2)
   feed.close()
+})
+
+describe('tickets, for a browser\'s EventSource', () => {
+  const jwtSecret = 'a-ticket-test-secret-of-at-least-32-bytes'
+  const bearer = (claims: Record<string, unknown>) => ({ authorization: `Bearer ${createSigner({ key: jwtSecret, expiresIn: 60_000 })(claims)}` })
+  const follower = bearer({ sub: 'web-app', scope: 'events:read' })
+  /** GET `path` over a real connection: its status and error; a stream is closed once its answer has begun. */
+  const get = async (t: TestContext, port: number, path: string, headers: Record<string, string> = {}) => {
+    const request = http.get({ host: '127.0.0.1', port, path, headers, agent: false })
+    t.after(() => { request.destroy() })
+    const [response] = await once(request, 'response') as [http.IncomingMessage]
+    if (response.statusCode === 200 && path.startsWith('/events')) {
+      request.destroy()
+      return { status: 200, error: undefined }
+    }
+    let body = ''
+    for await (const chunk of response) body += String(chunk)
+    return { status: response.statusCode, error: JSON.parse(body).error as string | undefined }
+  }
+  const ticketFor = async (app: FastifyInstance, headers: Record<string, string>) => await app.inject({ method: 'POST', url: '/events/tickets', headers })
+
+  test('a ticket from POST /events/tickets opens one stream in place of a token, once; another, or one on another route, is a 401', async (t) => {
+    const { app, port } = await listeningApp(t, { AUTH: 'all', JWT_SECRET: jwtSecret })
+    assert.equal((await ticketFor(app, {})).statusCode, 401, 'a ticket needs a token')
+    const issued = await ticketFor(app, follower)
+    assert.equal(issued.statusCode, 201)
+    const { ticket, expires_in: expiresIn } = issued.json()
+    assert.match(ticket, /^[A-Za-z0-9_-]{43}$/)
+    assert.equal(expiresIn, 30)
+    assert.equal((await get(t, port, '/events')).status, 401, 'no token, no ticket')
+    assert.equal((await get(t, port, `/users?ticket=${ticket}`)).status, 401, 'a ticket opens the feed alone')
+    assert.equal((await get(t, port, `/events?ticket=${ticket}&after=0`)).status, 200)
+    const spent = await get(t, port, `/events?ticket=${ticket}`)
+    assert.deepEqual(spent, { status: 401, error: 'Ticket is unknown, used or expired: ask for a new one (POST /events/tickets)' })
+    assert.equal((await get(t, port, '/events?ticket=made-up')).status, 401)
+    const stored = await app.db.selectFrom('event_tickets').selectAll().execute()
+    assert.ok(stored.every((row) => row.ticket_hash !== ticket), 'a ticket is kept only as its hash')
+  })
+
+  test('an expired ticket is a 401; a ticket counts against its token\'s bound on streams', async (t) => {
+    const { app, port } = await listeningApp(t, { AUTH: 'all', JWT_SECRET: jwtSecret, EVENTS_MAX_READERS_PER_CLIENT: '1' })
+    const expired = (await ticketFor(app, follower)).json().ticket
+    await app.db.updateTable('event_tickets').set({ expires_at: new Date(Date.now() - 1000).toISOString() }).execute()
+    assert.equal((await get(t, port, `/events?ticket=${expired}`)).status, 401)
+    const request = http.get({ host: '127.0.0.1', port, path: '/events', headers: follower, agent: false })
+    t.after(() => { request.destroy() })
+    assert.equal((await once(request, 'response') as [http.IncomingMessage])[0].statusCode, 200)
+    const second = (await ticketFor(app, follower)).json().ticket
+    assert.equal((await get(t, port, `/events?ticket=${second}`)).status, 429, 'the same subject, by ticket')
+  })
+
+  test('AUTH=writes with AUTH_SCOPES=on asks readers of the feed for events:read, by token or ticket; without scopes the feed is public', async (t) => {
+    const { app, port } = await listeningApp(t, { AUTH: 'writes', AUTH_SCOPES: 'on', JWT_SECRET: jwtSecret })
+    assert.equal((await get(t, port, '/events')).status, 401)
+    assert.equal((await get(t, port, '/events', bearer({ sub: 'w', scope: 'users:write' }))).status, 403)
+    assert.equal((await get(t, port, '/events', follower)).status, 200)
+    assert.equal((await ticketFor(app, bearer({ sub: 'w', scope: 'users:write' }))).statusCode, 403, 'no ticket without events:read')
+    assert.equal((await get(t, port, `/events?ticket=${(await ticketFor(app, follower)).json().ticket}`)).status, 200)
+    const document = (await app.inject('/documentation/json')).json()
+    assert.deepEqual(document.paths['/events'].get.security, [{ bearerAuth: ['events:read'] }])
+    const open = await listeningApp(t, { AUTH: 'writes', JWT_SECRET: jwtSecret })
+    assert.equal((await get(t, open.port, '/events')).status, 200)
+  })
 })

@@ -9,7 +9,7 @@ import { openApiDocument, testApp } from '../helpers.js'
 const operations = [
   ['get', '/'], ['get', '/custom'], ['get', '/users'], ['post', '/users'],
   ['get', '/users/{id}'], ['patch', '/users/{id}'], ['delete', '/users/{id}'], ['post', '/users/{id}'],
-  ['get', '/health'], ['get', '/ready'], ['get', '/metrics'], ['get', '/events']
+  ['get', '/health'], ['get', '/ready'], ['get', '/metrics'], ['get', '/events'], ['post', '/events/tickets']
 ] as const
 
 test('the OpenAPI document is valid OpenAPI 3 at version 1.0.0', async (t) => {

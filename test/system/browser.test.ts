@@ -1,12 +1,15 @@
 import assert from 'node:assert/strict'
 import { once } from 'node:events'
-import { existsSync } from 'node:fs'
+import { existsSync, readFileSync } from 'node:fs'
 import { createServer } from 'node:http'
 import type { AddressInfo } from 'node:net'
+import { join } from 'node:path'
 import { test } from 'node:test'
+import { setTimeout as sleep } from 'node:timers/promises'
 import { chromium, type Page } from 'playwright-core'
 import { rawRequest } from '../helpers.js'
-import { runScript, startService } from '../process.js'
+import { repositoryRoot, runScript, startService } from '../process.js'
+import { startTcpProxy } from '../tcp-proxy.js'
 
 const executablePath = '/usr/bin/chromium'
 const skip = existsSync(executablePath) ? false : `${executablePath} is not installed (apt-get install chromium)`
@@ -120,4 +123,60 @@ test('a page on another origin uses the API with fetch: a token, an Idempotency-
   assert.match(String(seen.limited.headers['retry-after']), /^\d+$/)
   // The browser logs the 4xx answers themselves; a CORS refusal would add its own line.
   assert.deepEqual(problems.filter((problem) => /CORS|Access-Control/.test(problem)), [])
+})
+
+test('a page on another origin follows a protected feed with EventSource and a ticket, as docs/events.md shows, and goes on after its connection drops', { skip }, async (t) => {
+  const minted = await runScript('cli/token.ts', { JWT_SECRET: secret }, ['--sub', 'web-app', '--scope', 'users:write events:read'])
+  assert.equal(minted.code, 0, minted.stderr)
+  const token = minted.stdout.trim()
+  const service = await startService(t, { DATABASE_URL: 'sqlite::memory:', AUTH: 'writes', AUTH_SCOPES: 'on', JWT_SECRET: secret })
+  // Between the page and the service, so that the test can drop the stream's connection.
+  const proxy = await startTcpProxy(t, { host: '127.0.0.1', port: service.port })
+  const site = createServer((_request, response) => response.end('<!doctype html><title>web app</title>'))
+  site.listen(0, '127.0.0.1')
+  await once(site, 'listening')
+  t.after(() => site.close())
+  // The client exactly as the docs give it.
+  const docs = readFileSync(join(repositoryRoot, 'docs', 'events.md'), 'utf8')
+  const client = /### From a browser[\s\S]*?```js\n([\s\S]*?)```/.exec(docs)?.[1]
+  assert.ok(client !== undefined, 'docs/events.md shows the client')
+
+  const browser = await chromium.launch({ executablePath, args: chromiumArgs })
+  t.after(() => browser.close())
+  const page = await browser.newPage()
+  await page.goto(`http://localhost:${(site.address() as AddressInfo).port}/`)
+  await page.addScriptTag({ content: `${client}\nglobalThis.followChanges = followChanges` })
+  const api = `http://127.0.0.1:${proxy.port}`
+
+  const refused = await page.evaluate(async (api) => await new Promise<number>((resolve) => {
+    const source = new EventSource(`${api}/events`)
+    source.onerror = () => { resolve(source.readyState); source.close() }
+  }), api)
+  assert.equal(refused, 2, 'without a ticket EventSource gets a 401 and closes')
+
+  await page.evaluate(async ({ api, token }) => {
+    const seen: unknown[] = []
+    Object.assign(globalThis, { seen })
+    await (globalThis as unknown as { followChanges: (api: string, token: string, onEvent: (event: unknown) => void) => Promise<EventSource> }).followChanges(api, token, (event) => seen.push(event))
+  }, { api, token })
+  const create = async (name: string) => {
+    const answer = await fetch(`http://127.0.0.1:${service.port}/users`, { method: 'POST', headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' }, body: JSON.stringify({ name, email: `${name}@example.com` }) })
+    assert.equal(answer.status, 201)
+  }
+  const seenIds = async () => await page.evaluate(() => (globalThis as unknown as { seen: Array<{ id: number }> }).seen.map((event) => event.id))
+  const waitForIds = async (count: number) => {
+    const until = Date.now() + 10_000
+    while ((await seenIds()).length < count && Date.now() < until) await sleep(100)
+  }
+  // The stream opens a moment after its ticket: an event stored after the first is sent.
+  await sleep(500)
+  await create('ada')
+  await waitForIds(1)
+  assert.deepEqual(await seenIds(), [1])
+  proxy.restore()
+  await create('grace')
+  await waitForIds(2)
+  await create('edsger')
+  await waitForIds(3)
+  assert.deepEqual(await seenIds(), [1, 2, 3], 'each event once, across the drop: a new ticket, from the last id seen')
 })
