@@ -1,8 +1,9 @@
 /**
- * `GET /events`: the change feed as Server-Sent Events. Each reader reads the outbox from its own
- * position, a page at a time, and waits on the feed when it has caught up. What is sent goes
- * through a stream the socket pulls from, so that a reader that takes nothing stops the reading;
- * one that takes nothing for two heartbeats is disconnected.
+ * `GET /events`: the change feed as Server-Sent Events. Each reader follows from its own
+ * position: from the feed's kept pages once it has caught up (feed.ts), and waits on the feed
+ * then. What is sent goes through a stream the socket pulls from, so that a reader that takes
+ * nothing stops the reading; one that takes nothing for two heartbeats is disconnected. Streams
+ * are bounded per client and per instance, and a ticket may stand in for a token (tickets.ts).
  */
 import { Readable } from 'node:stream'
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
@@ -10,8 +11,8 @@ import type { FastifyInstance, FastifyRequest } from 'fastify'
 import { AppError } from '../http/errors.js'
 import { EventsSchema } from './events.schemas.js'
 import type { EventFeed } from './feed.js'
-import { ticketHolder } from './tickets.js'
 import { oldestPosition } from './outbox.js'
+import { ticketHolder } from './tickets.js'
 
 /** How long a reconnecting EventSource waits before it tries again, as the stream tells it. */
 const RECONNECT_MS = 1000
