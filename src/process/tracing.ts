@@ -8,8 +8,9 @@ import { FastifyOtelInstrumentation } from '@fastify/otel'
 import { ExportResultCode, type ExportResult } from '@opentelemetry/core'
 import { OTLPTraceExporter } from '@opentelemetry/exporter-trace-otlp-http'
 import { resourceFromAttributes } from '@opentelemetry/resources'
-import { BatchSpanProcessor, NodeTracerProvider, type ReadableSpan, type SpanExporter } from '@opentelemetry/sdk-trace-node'
+import { BatchSpanProcessor, NodeTracerProvider, type ReadableSpan, type Span, type SpanExporter, type SpanProcessor } from '@opentelemetry/sdk-trace-node'
 import type { FastifyBaseLogger, FastifyPluginCallback } from 'fastify'
+import { loggedUrl } from '../http/logging.js'
 
 export interface Tracing {
   /** @fastify/otel's plugin, registered before everything else. */
@@ -56,6 +57,17 @@ class ExporterWithOutageLog implements SpanExporter {
   }
 }
 
+/** A request span's `url.path` (the target with its query) as log lines write it: nothing personal reaches the collector either. */
+const maskedUrlPaths: SpanProcessor = {
+  onStart (span: Span) {
+    const path = span.attributes['url.path']
+    if (typeof path === 'string') span.setAttribute('url.path', loggedUrl(path))
+  },
+  onEnd () {},
+  shutdown: async () => {},
+  forceFlush: async () => {}
+}
+
 /**
  * Registers the tracer provider for the process, with W3C trace context and the async context that
  * carries a request's span into its queries.
@@ -64,7 +76,7 @@ export function startTracing (serviceName: string): Tracing {
   const exporter = new ExporterWithOutageLog(new OTLPTraceExporter())
   const provider = new NodeTracerProvider({
     resource: resourceFromAttributes({ 'service.name': serviceName }),
-    spanProcessors: [new BatchSpanProcessor(exporter)]
+    spanProcessors: [maskedUrlPaths, new BatchSpanProcessor(exporter)]
   })
   provider.register()
   const instrumentation = new FastifyOtelInstrumentation()

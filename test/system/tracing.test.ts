@@ -64,11 +64,12 @@ test('with OTEL_EXPORTER_OTLP_ENDPOINT: a server span per request continuing the
   })
   assert.equal(created.statusCode, 201)
   assert.equal((await postJsonOver(service.port, '/users', { name: 'Grace', email: 'grace@example.com' })).statusCode, 201)
+  assert.equal((await rawRequest(service.port, { path: '/users?email=grace%40example.com&limit=5', headers: { traceparent: `00-${traceId}-${callerSpanId}-01` } })).statusCode, 200)
 
   let ours: Span[] = []
   for (let attempt = 0; attempt < 50; attempt++) {
     ours = collector.spans.filter((span) => span.traceId === traceId)
-    if (ours.some((span) => span.name.startsWith('db.'))) break
+    if (ours.some((span) => span.name.startsWith('db.')) && ours.some((span) => String(attribute(span, 'url.path')).startsWith('/users?'))) break
     await sleep(100)
   }
   const server = ours.find((span) => span.kind === 2)
@@ -81,6 +82,9 @@ test('with OTEL_EXPORTER_OTLP_ENDPOINT: a server span per request continuing the
   assert.match(String(attribute(query, 'db.query.text')), /^insert into "users"/)
   assert.ok(ours.some((span) => span.spanId === query.parentSpanId), 'the query\'s span is a child of the request\'s')
   assert.ok(collector.spans.every((span) => span.service === 'users-under-test'))
+  const search = ours.find((span) => span.kind === 2 && String(attribute(span, 'url.path')).startsWith('/users?'))
+  assert.equal(attribute(search!, 'url.path'), '/users?email=***&limit=5', 'a span masks query values as the log does')
+  assert.ok(!JSON.stringify(collector.spans).includes('grace%40example.com'), 'no address reaches the collector')
   assert.ok(collector.spans.some((span) => span.kind === 2 && span.traceId !== traceId), 'a request without traceparent starts a trace of its own')
 
   const logged = service.stdout.map((line) => JSON.parse(line)).filter((line) => line.trace_id === traceId)
