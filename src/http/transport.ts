@@ -30,6 +30,11 @@ declare module 'fastify' {
 const ROOM_KEPT = 32
 /** A connection that has sent nothing for this long since it opened is silent, not one whose request is on its way. */
 const SILENT_AFTER_MS = 1000
+/**
+ * Near the limit, a connection silent this long may be closed at once: a client sends its request
+ * as it connects, so one that has not by now is no client still on its way.
+ */
+const UNSENT_AFTER_MS = 100
 /** A connection that sent part of a request and nothing since for this long has stalled. */
 const STALLED_AFTER_MS = 1000
 /** How often the connections' progress is read, and room made, so that it is there before the next client comes. */
@@ -69,7 +74,7 @@ interface ConnectionTracker {
 function trackConnections (app: FastifyInstance, maxConnections: number): ConnectionTracker {
   app.server.maxConnections = maxConnections
   // Room is made once this many are open: from those holding a place unused for a while, and past
-  // `urgentAt`, from any that only holds one, however young, so that the last places stay free.
+  // `urgentAt`, from any that only holds one, silent or streaming, so that the last places stay free.
   const roomAt = maxConnections - Math.min(ROOM_KEPT, Math.floor(maxConnections / 8))
   const urgentAt = maxConnections - Math.max(1, Math.floor((maxConnections - roomAt) / 2))
   /** Connections destroyed to make room whose close the server has not counted yet. */
@@ -116,14 +121,14 @@ function trackConnections (app: FastifyInstance, maxConnections: number): Connec
    * kept-alive ones (none of their requests unanswered and no byte sent since), then stalled ones,
    * as a header or body timeout would close them. Neither kind has a request being answered, so
    * none is cut off. If that makes fewer than `needed`, it closes the rest from those that only
-   * hold a place: connections that have sent nothing yet, the oldest first, then the longest open
+   * hold a place: connections that have sent nothing since they opened, the oldest first, then the longest open
    * streams, whose readers resume where they were; never the newcomer that asked for the room.
    */
   function closeUnused (wanted: number, needed: number, newcomer: Socket | undefined): void {
     const now = performance.now()
     const waiting: Array<[Socket, ConnectionState]> = []
     const stalled: Array<[Socket, ConnectionState]> = []
-    const young: Array<[Socket, ConnectionState]> = []
+    const unsent: Array<[Socket, ConnectionState]> = []
     const streams: Array<[Socket, ConnectionState]> = []
     for (const entry of open) {
       const [socket, state] = entry
@@ -131,7 +136,7 @@ function trackConnections (app: FastifyInstance, maxConnections: number): Connec
       const quiet = socket.bytesRead === state.bytesSeen ? now - state.progressAt : 0
       if (state.unanswered === 0 && socket.bytesRead === state.bytesAtRest) {
         if (state.bytesAtRest > 0 || quiet >= SILENT_AFTER_MS) waiting.push(entry)
-        else if (socket !== newcomer) young.push(entry)
+        else if (socket !== newcomer && quiet >= UNSENT_AFTER_MS) unsent.push(entry)
       } else if (quiet >= STALLED_AFTER_MS && (state.unanswered === 0 || state.latest?.complete === false)) {
         stalled.push(entry)
       } else if (state.streamingSince !== undefined) {
@@ -142,16 +147,16 @@ function trackConnections (app: FastifyInstance, maxConnections: number): Connec
     const closingWaiting = waiting.sort(byProgress).slice(0, wanted)
     const closingStalled = stalled.sort(byProgress).slice(0, wanted - closingWaiting.length)
     const short = Math.max(0, needed - closingWaiting.length - closingStalled.length)
-    const closingYoung = young.sort(byProgress).slice(0, short)
-    const closingStreams = streams.sort((a, b) => a[1].streamingSince! - b[1].streamingSince!).slice(0, short - closingYoung.length)
-    for (const [socket] of [...closingWaiting, ...closingStalled, ...closingYoung, ...closingStreams]) {
+    const closingUnsent = unsent.sort(byProgress).slice(0, short)
+    const closingStreams = streams.sort((a, b) => a[1].streamingSince! - b[1].streamingSince!).slice(0, short - closingUnsent.length)
+    for (const [socket] of [...closingWaiting, ...closingStalled, ...closingUnsent, ...closingStreams]) {
       closingNow++
       socket.once('close', () => { closingNow-- })
       socket.destroy()
     }
-    const closed = closingWaiting.length + closingStalled.length + closingYoung.length + closingStreams.length
+    const closed = closingWaiting.length + closingStalled.length + closingUnsent.length + closingStreams.length
     if (closed === 0) return
-    const silent = closingWaiting.filter(([, state]) => state.bytesAtRest === 0).length + closingYoung.length
+    const silent = closingWaiting.filter(([, state]) => state.bytesAtRest === 0).length + closingUnsent.length
     app.log.info({ maxConnections, closed, silent, stalled: closingStalled.length, streams: closingStreams.length }, 'closed connections holding a place unused, to make room for new ones')
   }
 

@@ -33,8 +33,8 @@ export function migrations (dialect: Dialect): Record<string, Migration> {
     '2026-12-02-searchable-users': searchableUsers(dialect),
     '2026-12-02-user-events': userEvents(dialect),
     '2026-12-02-user-events-without-age-index': eventsWithoutAgeIndex(),
-    '2026-12-07-user-owners': userOwners(),
-    '2026-12-07-event-tickets': eventTickets()
+    '2026-12-07-event-tickets': eventTickets(),
+    '2026-12-07-user-owners': userOwners()
   }
 }
 

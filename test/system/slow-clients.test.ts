@@ -329,18 +329,25 @@ test('under `ulimit -n 1024`, 950 tokenless streams of GET /events from 119 addr
   const service = await startService(t, { DATABASE_URL: 'sqlite::memory:', AUTH: 'writes', JWT_SECRET: 'a-stream-flood-secret-of-at-least-32-bytes' }, undefined, nodeArgs, command)
   const statuses = new Map<number | string, number>()
   const requests: http.ClientRequest[] = []
+  let streaming = 0
   t.after(() => { for (const request of requests) request.destroy() })
   await Promise.all(Array.from({ length: 950 }, async (_, i) => {
     const request = http.get({ host: '127.0.0.1', port: service.port, path: '/events', localAddress: `127.0.0.${2 + (i % 119)}`, agent: false })
     requests.push(request)
     const status = await new Promise<number | string>((resolve) => {
-      request.on('response', (response) => { resolve(response.statusCode ?? 0); if (response.statusCode !== 200) response.resume() })
+      request.on('response', (response) => {
+        resolve(response.statusCode ?? 0)
+        if (response.statusCode !== 200) response.resume()
+        else { streaming++; response.on('close', () => { streaming-- }) }
+      })
       request.on('error', (error: NodeJS.ErrnoException) => resolve(error.code ?? 'error'))
     })
     statuses.set(status, (statuses.get(status) ?? 0) + 1)
   }))
-  // MAX_CONNECTIONS is 1024 - 128 = 896, and streams at most half of it.
-  assert.ok((statuses.get(200) ?? 0) <= 448, `streams open: ${JSON.stringify([...statuses])}`)
+  // MAX_CONNECTIONS is 1024 - 128 = 896, and streams at most half of it. Streams closed to make
+  // room free their places for later ones, so more than that may have been answered 200.
+  await sleep(200)
+  assert.ok(streaming <= 448, `streams open: ${streaming}, answers: ${JSON.stringify([...statuses])}`)
   assert.ok((statuses.get(503) ?? 0) > 0, 'those past EVENTS_MAX_READERS are refused')
   const newcomer = await newcomerOnce(service.port)
   assert.equal(newcomer.status, 200, 'a new client is served at once')
@@ -416,13 +423,8 @@ test('connections beyond the open-file limit, all sending a request, are refused
   const health = async () => await healthOn(service.port)
   assert.equal(await health(), 200)
 
-  // Connections in the middle of a request are closed to make room only once they stall for a
-  // second. They come a few at a time, each sending at once, as clients do: in a burst, those that
-  // have sent nothing yet would be closed to make room.
-  for (let batch = 0; batch < 30; batch++) {
-    await sendingConnections(t, service.port, 10)
-    await sleep(20)
-  }
+  // Connections in the middle of a request are closed to make room only once they stall for a second.
+  await sendingConnections(t, service.port, 300)
   await sleep(500)
   assert.notEqual(await health(), 200, 'a new one is refused while the limit is reached')
   // The flood's headers never end, so it is cut off once HEADERS_TIMEOUT_MS has passed.
