@@ -70,7 +70,7 @@ export async function buildApp (config: Config, options: BuildOptions = {}): Pro
   // Some route asks for a token whatever AUTH says: production's /metrics.
   const tokensAlways = metricsOnApiPort && config.metricsAccess === 'token'
   await app.register(swagger, { bearer: config.auth !== 'off' || tokensAlways, signedBy: config.jwt.keys.kind, webhooks: webhooksDocument })
-  await app.register(storage, { database: config.database, traced: options.tracing !== undefined })
+  await app.register(storage, { database: config.database, migrate: config.migrate, traced: options.tracing !== undefined })
   await app.register(usersRepository)
   await app.register(exposure, { production: config.production, auth: config.auth, rateLimit: config.rateLimit, metricsOnApiPort, metricsAccess: config.metricsAccess })
 

@@ -2,7 +2,7 @@
  * The environment, validated once at start-up and turned into the `Config` that `buildApp`
  * receives. Nothing else in `src/` reads `process.env` (a lint rule enforces it).
  */
-import { existsSync } from 'node:fs'
+import { existsSync, readFileSync } from 'node:fs'
 import { Type, type Static } from 'typebox'
 import { createCoercingAjv } from '../validation/ajv.js'
 import { ConfigError } from './config-error.js'
@@ -21,6 +21,7 @@ const EnvSchema = Type.Object({
   HOST: Type.String({ minLength: 1, default: '0.0.0.0' }),
   DATABASE_URL: Type.String({ default: 'sqlite:data/app.db' }),
   DATABASE_POOL_SIZE: Type.Integer({ minimum: 1, maximum: 1000, default: 10 }),
+  MIGRATE: Type.Enum(['on', 'off'], { default: 'on' }),
   JWT_SECRET: Type.Optional(Type.String({ minLength: 1 })),
   JWT_JWKS_URL: Type.Optional(Type.String({ pattern: '^https?://[^/]' })),
   JWT_PUBLIC_KEY: Type.Optional(Type.String({ minLength: 1 })),
@@ -68,8 +69,17 @@ const EnvSchema = Type.Object({
 
 type Env = Static<typeof EnvSchema>
 
+/** Never echoed in an error message: they may hold credentials. */
+const SECRET_VARIABLES = ['DATABASE_URL', 'JWT_SECRET', 'REDIS_URL', 'WEBHOOK_URLS', 'WEBHOOK_SECRET']
+
+/**
+ * Each secret may be given as the path of a file that holds it, `<NAME>_FILE`, as official images
+ * take theirs: a container's secrets are mounted as files.
+ */
+export const FILE_SETTINGS = SECRET_VARIABLES.map((name) => `${name}_FILE`)
+
 /** Every variable the service reads. */
-export const SETTINGS = Object.keys(EnvSchema.properties)
+export const SETTINGS = [...Object.keys(EnvSchema.properties), ...FILE_SETTINGS]
 
 /** How long the service drains after SIGTERM in production, for load balancers to notice. */
 const DEFAULT_DRAIN_MS = 5000
@@ -86,6 +96,8 @@ export interface Config {
   port: number
   host: string
   database: DatabaseConfig
+  /** Whether start-up migrates the database, or only checks that it is migrated. */
+  migrate: boolean
   /** How tokens are verified, and the claims they must hold. */
   jwt: TokenConfig
   auth: AuthMode
@@ -132,15 +144,42 @@ export interface Config {
   events: EventsConfig
 }
 
-/** Never echoed in an error message: they may hold credentials. */
-const SECRET_VARIABLES = new Set(['DATABASE_URL', 'JWT_SECRET', 'REDIS_URL', 'WEBHOOK_URLS', 'WEBHOOK_SECRET'])
-
 const validateEnv = createCoercingAjv().compile<Env>(EnvSchema)
 
-/** The process environment over `.env` from the working folder: the environment wins. */
+/**
+ * The process environment over `.env` from the working folder (the environment wins), with each
+ * `<NAME>_FILE` read into `<NAME>`.
+ */
 export function readEnvironment (): Record<string, string | undefined> {
   if (existsSync('.env')) process.loadEnvFile('.env')
-  return process.env
+  return readSecretFiles(process.env)
+}
+
+/**
+ * `<NAME>` from the file `<NAME>_FILE` names, without the line breaks that end it, as a shell's
+ * `$(cat file)` reads it. Both set is a mistake to be told, not a choice to be made.
+ */
+export function readSecretFiles (environment: Record<string, string | undefined>, read = (path: string) => readFileSync(path, 'utf8')): Record<string, string | undefined> {
+  const resolved = { ...environment }
+  for (const name of SECRET_VARIABLES) {
+    const path = environment[`${name}_FILE`]
+    if (path === undefined || path === '') continue
+    if (environment[name] !== undefined && environment[name] !== '') throw new ConfigError(`${name} and ${name}_FILE are both set: set one of them`)
+    try {
+      resolved[name] = read(path).replace(/[\r\n]+$/, '')
+    } catch (error) {
+      throw new ConfigError(`${name}_FILE names a file that cannot be read (${path}): ${(error as NodeJS.ErrnoException).code ?? String(error)}`)
+    }
+  }
+  return resolved
+}
+
+/**
+ * The database settings alone, for the tools that need nothing else (`npm run migrate`, `npm run
+ * backup`): a migration needs no token secret, whatever `NODE_ENV` says.
+ */
+export function loadDatabaseConfig (environment: Record<string, string | undefined>): DatabaseConfig {
+  return loadConfig({ DATABASE_URL: environment.DATABASE_URL, DATABASE_POOL_SIZE: environment.DATABASE_POOL_SIZE }).database
 }
 
 /**
@@ -158,7 +197,7 @@ export function loadConfig (environment: Record<string, string | undefined>): Co
   if (!validateEnv(env)) {
     const [error] = validateEnv.errors ?? []
     const name = error?.instancePath.slice(1) || String(error?.params.missingProperty ?? 'environment')
-    const got = name in env && !SECRET_VARIABLES.has(name) ? ` (got ${JSON.stringify(env[name])})` : ''
+    const got = name in env && !SECRET_VARIABLES.includes(name) ? ` (got ${JSON.stringify(env[name])})` : ''
     const problem = error?.keyword === 'enum'
       ? `must be one of ${(error.params.allowedValues as string[]).join(', ')}`
       : error?.keyword === 'pattern' && error.params.pattern === DURATION.source
@@ -185,6 +224,7 @@ export function loadConfig (environment: Record<string, string | undefined>): Co
     port: parsed.PORT,
     host: parsed.HOST,
     database,
+    migrate: parsed.MIGRATE === 'on',
     jwt: parseTokenConfig(parsed, parsed.AUTH !== 'off'),
     auth: parsed.AUTH,
     authScopes: parsed.AUTH_SCOPES === 'on',

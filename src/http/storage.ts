@@ -50,10 +50,10 @@ async function openWithin (opening: Promise<Storage>): Promise<Storage> {
   }
 }
 
-async function storage (app: FastifyInstance, options: { database: DatabaseConfig, traced: boolean }): Promise<void> {
+async function storage (app: FastifyInstance, options: { database: DatabaseConfig, migrate: boolean, traced: boolean }): Promise<void> {
   let storage: Storage
   try {
-    storage = await openWithin(openStorage(options.database, app.log, { traced: options.traced }))
+    storage = await openWithin(openStorage(options.database, app.log, { traced: options.traced, migrate: options.migrate }))
   } catch (error) {
     let reason = error instanceof Error ? error.message : String(error)
     // PostgreSQL ended a statement at the service's bound (database.ts): only migrations run now.

@@ -48,17 +48,25 @@ export interface MigrationOutcome {
 /** What start-up logs, at `warn`, when the database was migrated by a newer version. */
 export const NEWER_SCHEMA = 'the database was migrated by a newer version of the service: this version runs on it as it is, without migrating'
 
+/** What start-up says when `MIGRATE=off` finds migrations this version needs not yet run. */
+export const NOT_MIGRATED = 'run `npm run migrate` with this version first, or start it with MIGRATE=on'
+
 /**
  * Leaves a schema a newer version migrated further as it is, if it has every migration this code
  * knows: migrations only add, so an older version runs on it, where Kysely's migrator would refuse
- * it.
+ * it. With `apply` false it only checks that nothing this version needs is missing.
  */
-export async function migrateToLatest (db: Kysely<any>, dialect: Dialect): Promise<MigrationOutcome> {
+export async function migrateToLatest (db: Kysely<any>, dialect: Dialect, { apply = true } = {}): Promise<MigrationOutcome> {
   const migrate = async (db: Kysely<any>): Promise<MigrationOutcome> => {
     const schema = await currentSchema(db, dialect)
     const known = migrations(dialect)
     const executed = await executedMigrations(db, dialect, schema)
     const newer = executed.filter((name) => !(name in known))
+    if (!apply) {
+      const missing = Object.keys(known).filter((name) => !executed.includes(name))
+      if (missing.length > 0) throw new Error(`MIGRATE is off and the database has not run ${missing.join(', ')}: ${NOT_MIGRATED}`)
+      return { applied: [], newer }
+    }
     if (newer.length > 0) {
       const missing = Object.keys(known).filter((name) => !executed.includes(name))
       if (missing.length > 0) {
@@ -73,6 +81,7 @@ export async function migrateToLatest (db: Kysely<any>, dialect: Dialect): Promi
     if (error !== undefined) throw error
     return { applied: (results ?? []).filter((result) => result.status === 'Success').map((result) => result.migrationName), newer: [] }
   }
+  if (!apply) return await migrate(db)
   if (dialect === 'sqlite') return await underSqliteWriteLock(db, migrate)
   // Kysely's migrator lists the tables of every schema to find its own: a schema that another
   // process drops meanwhile fails the listing (3F000), and the next try does not see it.

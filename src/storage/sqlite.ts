@@ -133,8 +133,8 @@ export function sqliteWorkerDialect (worker: SqliteWorker, observation: Observat
  * Migrates a worker that takes no batch yet, each statement run as it is: the migration opens its
  * one transaction itself (migrate.ts).
  */
-async function migrateThroughWorker (runStatement: Execute): Promise<MigrationOutcome> {
-  return await migrateToLatest(new Kysely<any>({ dialect: workerDialect(runStatement, async () => {}) }), 'sqlite')
+async function migrateThroughWorker (runStatement: Execute, apply: boolean): Promise<MigrationOutcome> {
+  return await migrateToLatest(new Kysely<any>({ dialect: workerDialect(runStatement, async () => {}) }), 'sqlite', { apply })
 }
 
 /** One worker thread, and the batches it has yet to answer. */
@@ -163,10 +163,11 @@ function runStatement (thread: Omit<WorkerThread, 'migrations'>, { sql, paramete
 }
 
 /**
- * Starts a worker and migrates the file through it. `reopening` opens only a file that is there,
- * so that a deleted database is never replaced by an empty one.
+ * Starts a worker and migrates the file through it (or checks that it is migrated, when `migrate`
+ * is false). `reopening` opens only a file that is there, so that a deleted database is never
+ * replaced by an empty one.
  */
-async function startWorker (filename: string, reopening: boolean, stopped: (error: Error) => void): Promise<WorkerThread> {
+async function startWorker (filename: string, { reopening, migrate }: { reopening: boolean, migrate: boolean }, stopped: (error: Error) => void): Promise<WorkerThread> {
   const worker = new Worker(new URL('./sqlite-worker.js', import.meta.url), { name: 'sqlite', workerData: { filename, reopening } })
   const [started] = await Promise.race([
     once(worker, 'message'),
@@ -219,7 +220,7 @@ async function startWorker (filename: string, reopening: boolean, stopped: (erro
     }
   }
   try {
-    const migrations = await migrateThroughWorker((query) => runStatement(thread, query))
+    const migrations = await migrateThroughWorker((query) => runStatement(thread, query), migrate)
     onStop = stopped
     return { ...thread, migrations }
   } catch (error) {
@@ -231,7 +232,7 @@ async function startWorker (filename: string, reopening: boolean, stopped: (erro
 /** How often, at most, a stopped worker's file is tried again while it cannot be opened. */
 const REOPEN_INTERVAL_MS = 1000
 
-export async function openSqliteWorker (filename: string, log: OutageLogger): Promise<SqliteWorker> {
+export async function openSqliteWorker (filename: string, log: OutageLogger, { migrate = true } = {}): Promise<SqliteWorker> {
   /**
    * Should the worker stop, what it was asked answers 503 at once, and the next request opens the
    * file on a new worker. An in-memory database goes with its worker.
@@ -242,7 +243,7 @@ export async function openSqliteWorker (filename: string, log: OutageLogger): Pr
       ? 'the SQLite worker stopped; an in-memory database cannot be reopened, so it stays unavailable until a restart'
       : 'the SQLite worker stopped; the database will be reopened when needed')
   }
-  let worker: Promise<WorkerThread> | undefined = startWorker(filename, false, workerStopped)
+  let worker: Promise<WorkerThread> | undefined = startWorker(filename, { reopening: false, migrate }, workerStopped)
   const { migrations } = await worker
   const stopWatchingWal = filename === ':memory:' ? () => {} : watchWalSize(filename, log)
   let closed = false
@@ -253,7 +254,7 @@ export async function openSqliteWorker (filename: string, log: OutageLogger): Pr
     if (closed) throw new Error('the database is closed')
     if (filename === ':memory:') throw new Error('the SQLite worker stopped, and an in-memory database cannot be reopened')
     if (lastFailure !== undefined && performance.now() - lastFailure.at < REOPEN_INTERVAL_MS) throw lastFailure.error
-    const opening = startWorker(filename, true, workerStopped)
+    const opening = startWorker(filename, { reopening: true, migrate }, workerStopped)
     worker = opening
     try {
       const opened = await opening

@@ -57,10 +57,10 @@ async function within (promise: Promise<unknown>, ms: number): Promise<void> {
   }
 }
 
-export async function openStorage (config: DatabaseConfig, log: OutageLogger, { traced = false } = {}): Promise<Storage> {
+export async function openStorage (config: DatabaseConfig, log: OutageLogger, { traced = false, migrate = true } = {}): Promise<Storage> {
   const outages = { reads: outageLog(log, 'reads'), writes: outageLog(log, 'writes') }
   if (config.dialect === 'sqlite') {
-    const worker = await openSqliteWorker(config.filename, log)
+    const worker = await openSqliteWorker(config.filename, log, { migrate })
     const { dialect, check } = sqliteWorkerDialect(worker, { outages, traced: traced ? 'sqlite' : undefined })
     const db = new Kysely<Database>({ dialect })
     // Kysely closes its driver only once a query has run: the worker is closed here either way.
@@ -74,11 +74,12 @@ export async function openStorage (config: DatabaseConfig, log: OutageLogger, { 
     // Asked only once a refusal has come, when the pool is there to ask.
     onConnectionRefused: connectionRefusalsLog(log, () => poolStats().open)
   })
-  // Migrated over the same pool before any request, outside the watch for outages.
+  // Migrated (or checked, when `migrate` is false) over the same pool before any request, outside
+  // the watch for outages.
   const migrating = new Kysely<Database>({ dialect })
   let migrations: MigrationOutcome
   try {
-    migrations = await migrateToLatest(migrating, 'postgres')
+    migrations = await migrateToLatest(migrating, 'postgres', { apply: migrate })
   } catch (error) {
     await end()
     throw error

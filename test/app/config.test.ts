@@ -3,7 +3,7 @@ import { generateKeyPairSync } from 'node:crypto'
 import { writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { test } from 'node:test'
-import { ConfigError, describeDatabase, loadConfig } from '../../src/config/config.js'
+import { ConfigError, describeDatabase, FILE_SETTINGS, loadConfig, readSecretFiles } from '../../src/config/config.js'
 import { temporaryFolder } from '../helpers.js'
 
 const STRONG = 'a-test-secret-that-is-long-enough-for-hs256'
@@ -121,6 +121,33 @@ test('a database URL, a Redis URL or a secret is never echoed back in a refusal,
   for (const environment of refusals) {
     assert.throws(() => loadConfig(environment), (error: Error) => error instanceof ConfigError && !error.message.includes('hunter2'), JSON.stringify(environment))
   }
+})
+
+test('a secret is read from the file its *_FILE setting names, without the line break that ends the file', (t) => {
+  const folder = temporaryFolder(t)
+  writeFileSync(join(folder, 'jwt-secret'), `${STRONG}\n`)
+  writeFileSync(join(folder, 'database-url'), 'postgres://app:secret@db:5432/users\r\n')
+  const environment = readSecretFiles({ JWT_SECRET_FILE: join(folder, 'jwt-secret'), DATABASE_URL_FILE: join(folder, 'database-url'), AUTH: 'all' })
+  const config = loadConfig(environment)
+  assert.deepEqual(config.jwt.keys, { kind: 'secret', secret: STRONG, generated: false })
+  assert.deepEqual(config.database, { dialect: 'postgres', connectionString: 'postgres://app:secret@db:5432/users', poolSize: 10 })
+  assert.deepEqual(FILE_SETTINGS.sort(), ['DATABASE_URL_FILE', 'JWT_SECRET_FILE', 'REDIS_URL_FILE', 'WEBHOOK_SECRET_FILE', 'WEBHOOK_URLS_FILE'])
+})
+
+test('a *_FILE setting beside its variable, or naming a file that cannot be read, is refused, naming the setting and never the secret', (t) => {
+  const folder = temporaryFolder(t)
+  writeFileSync(join(folder, 'jwt-secret'), STRONG)
+  assert.throws(() => readSecretFiles({ JWT_SECRET: STRONG, JWT_SECRET_FILE: join(folder, 'jwt-secret') }),
+    new ConfigError('JWT_SECRET and JWT_SECRET_FILE are both set: set one of them'))
+  const missing = join(folder, 'missing')
+  assert.throws(() => readSecretFiles({ REDIS_URL_FILE: missing }),
+    new ConfigError(`REDIS_URL_FILE names a file that cannot be read (${missing}): ENOENT`))
+  assert.deepEqual(readSecretFiles({ JWT_SECRET_FILE: '' }), { JWT_SECRET_FILE: '' }, 'an empty setting counts as unset')
+})
+
+test('MIGRATE is on unless set off', () => {
+  assert.equal(loadConfig({}).migrate, true)
+  assert.equal(loadConfig({ MIGRATE: 'off' }).migrate, false)
 })
 
 test('production requires JWT_SECRET or public keys; elsewhere a random per-process secret is generated', () => {

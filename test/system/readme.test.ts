@@ -5,7 +5,7 @@ import { once } from 'node:events'
 import { readFileSync } from 'node:fs'
 import { join } from 'node:path'
 import test from 'node:test'
-import { SETTINGS } from '../../src/config/config.js'
+import { FILE_SETTINGS, SETTINGS } from '../../src/config/config.js'
 import { temporaryFolder } from '../helpers.js'
 import { freePort, repositoryRoot, signalGroup, startService } from '../process.js'
 
@@ -69,7 +69,7 @@ test('docs/configuration.md\'s table names every variable the service reads, and
   const rowsOf = (text: string) => [...text.matchAll(/^\| `([A-Z_]+)`[^|]*\|/gm)].map((match) => match[1]!)
   const documented = readFileSync(join(repositoryRoot, 'docs/configuration.md'), 'utf8')
   // Named in a row shared with another variable.
-  const alternatives = ['OTEL_EXPORTER_OTLP_TRACES_ENDPOINT']
+  const alternatives = ['OTEL_EXPORTER_OTLP_TRACES_ENDPOINT', ...FILE_SETTINGS]
   assert.deepEqual(rowsOf(documented).sort(), SETTINGS.filter((name) => !alternatives.includes(name)).sort())
   for (const name of alternatives) assert.match(documented, new RegExp(name))
   const section = readme.slice(readme.indexOf('## Configuration'), readme.indexOf('## Read on'))

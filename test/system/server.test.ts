@@ -349,14 +349,25 @@ for (const database of [...testDatabases, behindPgBouncer]) {
       }
     })
 
-    test('npm run migrate creates the schema, then finds it up to date', async (t) => {
-      const env = { DATABASE_URL: await database.url(t) }
+    test('npm run migrate creates the schema, then finds it up to date; it asks for no token secret, in production either', async (t) => {
+      const env = { DATABASE_URL: await database.url(t), NODE_ENV: 'production' }
       const first = await runScript('cli/migrate.ts', env)
       assert.equal(first.code, 0, first.stderr)
       assert.equal(first.stdout, `Applied: ${Object.keys(migrations('sqlite')).join(', ')}\n`)
       const second = await runScript('cli/migrate.ts', env)
       assert.equal(second.code, 0, second.stderr)
       assert.match(second.stdout, /^Schema is up to date\.$/m)
+    })
+
+    test('with MIGRATE=off, start-up on a database not yet migrated stops with one line saying to run npm run migrate; after it, the service starts and applies nothing', async (t) => {
+      const env = { DATABASE_URL: await database.url(t), MIGRATE: 'off' }
+      const refused = await runScript('server.ts', env)
+      assert.equal(refused.code, 1)
+      assert.match(refused.stderr, /^Start-up failed: cannot use DATABASE_URL .*: MIGRATE is off and the database has not run 2026-11-22-create-users, .*: run `npm run migrate` with this version first, or start it with MIGRATE=on\n$/)
+      assert.equal((await runScript('cli/migrate.ts', env)).code, 0)
+      const service = await startService(t, env)
+      assert.equal((await rawRequest(service.port, { path: '/ready' })).statusCode, 200)
+      assert.deepEqual(service.stdout.map((line) => JSON.parse(line)).find((line) => line.msg === 'database open')?.migrationsApplied, [])
     })
 
     test('a database that a newer version migrated further (this one rolled back to, or started during a rolling update) serves; one lacking a migration this version needs is refused', async (t) => {

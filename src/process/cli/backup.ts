@@ -6,7 +6,7 @@
 import '../supported-node.js'
 import { closeSync, existsSync, fsyncSync, linkSync, openSync, rmSync } from 'node:fs'
 import { dirname } from 'node:path'
-import { ConfigError, loadConfig, readEnvironment } from '../../config/config.js'
+import { ConfigError, loadDatabaseConfig, readEnvironment } from '../../config/config.js'
 import { openSqliteFile } from '../../storage/sqlite-file.js'
 
 function sync (path: string): void {
@@ -20,7 +20,7 @@ function sync (path: string): void {
 
 /** The database file to copy, and where to, once the request makes sense. */
 function backupOf (target: string | undefined): { source: string, target: string } {
-  const { database } = loadConfig(readEnvironment())
+  const database = loadDatabaseConfig(readEnvironment())
   if (database.dialect !== 'sqlite') throw new Error('DATABASE_URL is a PostgreSQL database: back it up with pg_dump (docs/deployment.md, Backups)')
   if (database.filename === ':memory:') throw new Error('DATABASE_URL is an in-memory database: there is no file to back up')
   if (target === undefined || target === '') throw new Error('name the file to write: npm run backup -- <file>')

@@ -1,11 +1,11 @@
 /** `npm run migrate`: brings the configured database's schema up to date, then exits. */
 import '../supported-node.js'
-import { ConfigError, loadConfig, readEnvironment } from '../../config/config.js'
+import { ConfigError, loadDatabaseConfig, readEnvironment } from '../../config/config.js'
 import { createDatabase } from '../../storage/database.js'
 import { migrateToLatest } from '../../storage/migrate.js'
 
 try {
-  const { database } = loadConfig(readEnvironment())
+  const database = loadDatabaseConfig(readEnvironment())
   // A migration may take as long as it needs here; at start-up it has seconds.
   const { db } = await createDatabase(database, { unbounded: true })
   try {

@@ -26,9 +26,9 @@ if (sub === undefined || sub === '') fail(`--sub is required; ${USAGE}`)
 const expiresInMs = parseDuration(expires)
 if (expiresInMs === undefined) fail(`--expires must look like 30s, 15m, 1h or 7d (got ${JSON.stringify(expires)}); ${USAGE}`)
 
-const environment = readEnvironment()
 let secret, maxLifetime
 try {
+  const environment = readEnvironment()
   maxLifetime = loadMaxLifetime(environment)
   secret = loadSigningSecret(environment)
 } catch (error) {
