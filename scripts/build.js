@@ -4,10 +4,16 @@
  * worker into dist/, a file each and the chunks they share, with esbuild alone, so a production
  * install builds what it starts (docs/build.md).
  */
-import { build } from 'esbuild'
-import { readFile } from 'node:fs/promises'
+import { cp, readFile } from 'node:fs/promises'
 import { dirname, join, relative } from 'node:path'
 import { fileURLToPath } from 'node:url'
+
+// esbuild is a dev dependency: an install without them (`npm ci --omit=dev`) cannot build.
+const { build } = await import('esbuild').catch((/** @type {NodeJS.ErrnoException} */ error) => {
+  if (error.code !== 'ERR_MODULE_NOT_FOUND') throw error
+  console.error('npm run build needs esbuild, a dev dependency: install with `npm ci`, then `npm prune --omit=dev` for production (docs/build.md)')
+  process.exit(1)
+})
 
 const repositoryRoot = fileURLToPath(new URL('..', import.meta.url))
 const EXTERNAL = ['better-sqlite3', 'pg', 'pg-native', 'pino-pretty']
@@ -18,21 +24,28 @@ const SERVER_ENTRY = 'src/process/server.ts'
 const ENTRY_POINTS = [SERVER_ENTRY, 'src/process/cli/migrate.ts', 'src/process/cli/token.ts', 'src/process/cli/backup.ts']
 
 /**
- * Swagger UI serves the files of its own folder, which it finds by `__dirname`; inside the
- * bundle that folder is looked up where the package is installed. Bundled rather than loaded
- * apart, it shares the bundle's @fastify/static and yaml instead of loading a second copy of
- * each.
+ * Swagger UI serves the files of its own folder, which it finds by `__dirname`. Bundled, it
+ * shares the bundle's @fastify/static and yaml instead of loading a second copy of each, and its
+ * files are copied to `swagger-ui/` beside the server's chunks, where `__dirname` points: the
+ * package itself is a dev dependency, not needed to run.
  */
+const SWAGGER_UI_PACKAGE = dirname(fileURLToPath(import.meta.resolve('@fastify/swagger-ui/package.json')))
 const SWAGGER_UI_FILE = /^(.*[\\/]node_modules[\\/]@fastify[\\/]swagger-ui)[\\/].*\.js$/
+const SWAGGER_UI_COPY = 'swagger-ui'
 /** @type {import('esbuild').Plugin} */
 const swaggerUiFolder = {
   name: 'swagger-ui-folder',
   setup (build) {
     build.onLoad({ filter: SWAGGER_UI_FILE }, async ({ path }) => {
       const packageRoot = /** @type {string} */ (SWAGGER_UI_FILE.exec(path)?.[1])
+      // The bundle's `require` resolves from the chunk's own file (its banner).
       const folder = JSON.stringify(relative(packageRoot, dirname(path)))
-      const installed = `require('node:path').join(require('node:path').dirname(require.resolve('@fastify/swagger-ui/package.json')), ${folder})`
-      return { contents: (await readFile(path, 'utf8')).replaceAll('__dirname', installed), loader: 'js' }
+      const copied = `require('node:path').join(require('node:path').dirname(require.resolve('./${SWAGGER_UI_COPY}/static/logo.svg')), '..', ${folder})`
+      return { contents: (await readFile(path, 'utf8')).replaceAll('__dirname', copied), loader: 'js' }
+    })
+    build.onEnd(async (result) => {
+      if (result.errors.length > 0 || build.initialOptions.outdir === undefined) return
+      await cp(join(SWAGGER_UI_PACKAGE, 'static'), join(build.initialOptions.outdir, SWAGGER_UI_COPY, 'static'), { recursive: true })
     })
   }
 }
@@ -93,7 +106,7 @@ export async function bundle ({ entryPoints, outdir }) {
       plugins: [swaggerUiFolder]
     }))
   }
-  if (tools.length > 0) builds.push(build({ ...NODE_BUNDLE, entryPoints: tools.map(entry), outdir, plugins: [swaggerUiFolder] }))
+  if (tools.length > 0) builds.push(build({ ...NODE_BUNDLE, entryPoints: tools.map(entry), outdir }))
   await Promise.all(builds)
 }
 

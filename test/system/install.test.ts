@@ -1,5 +1,5 @@
 /**
- * The production install the README gives, `npm ci --omit=dev && npm start`, in a fresh copy
+ * The production install docs/deployment.md gives, `npm ci && npm prune --omit=dev`, then `npm start`, in a fresh copy
  * of the repository: the files git tracks, and those it would track, as they are now.
  */
 import assert from 'node:assert/strict'
@@ -25,7 +25,7 @@ function freshCopy (): string {
   return folder
 }
 
-describe('a production install: npm ci --omit=dev && npm start', () => {
+describe('a production install: npm ci, npm prune --omit=dev, npm start', () => {
   // npm and the `node` its scripts run are this test's own Node, whatever else PATH holds.
   const env = { PATH: `${dirname(process.execPath)}${delimiter}${process.env.PATH ?? ''}` }
   // npm reaches the registry as it does here (proxies, certificates), without the settings
@@ -36,19 +36,21 @@ describe('a production install: npm ci --omit=dev && npm start', () => {
 
   before(async () => {
     folder = freshCopy()
-    const npm = spawn('npm', ['ci', '--omit=dev', '--no-audit', '--no-fund', '--loglevel', 'info'],
-      { cwd: folder, env: installEnv, stdio: ['ignore', 'pipe', 'pipe'] })
-    npm.stdout.on('data', (chunk) => { installLog += String(chunk) })
-    npm.stderr.on('data', (chunk) => { installLog += String(chunk) })
-    const [code] = await once(npm, 'close')
-    assert.equal(code, 0, installLog)
+    for (const args of [['ci', '--no-audit', '--no-fund', '--loglevel', 'info'], ['prune', '--omit=dev', '--no-audit', '--no-fund']]) {
+      const npm = spawn('npm', args, { cwd: folder, env: installEnv, stdio: ['ignore', 'pipe', 'pipe'] })
+      npm.stdout.on('data', (chunk) => { installLog += String(chunk) })
+      npm.stderr.on('data', (chunk) => { installLog += String(chunk) })
+      const [code] = await once(npm, 'close')
+      assert.equal(code, 0, installLog)
+    }
   }, { timeout: 300_000 })
   after(() => { if (folder !== '') rmSync(folder, { recursive: true, force: true }) })
 
-  test('installs no dev dependency, compiles nothing, and builds the service', () => {
-    for (const devDependency of ['typescript', 'tsx', 'eslint']) {
-      assert.ok(!existsSync(join(folder, 'node_modules', devDependency)), `${devDependency} is not installed`)
+  test('keeps only the packages the bundle loads, compiles nothing, and builds the service', () => {
+    for (const devDependency of ['typescript', 'tsx', 'eslint', 'esbuild', 'fastify', '@fastify/swagger-ui']) {
+      assert.ok(!existsSync(join(folder, 'node_modules', devDependency)), `${devDependency} is not kept`)
     }
+    for (const loaded of ['better-sqlite3', 'pg']) assert.ok(existsSync(join(folder, 'node_modules', loaded)), `${loaded} is kept`)
     assert.doesNotMatch(installLog, /node-gyp/, 'better-sqlite3 comes prebuilt: no native compile')
     for (const built of ['dist/server.js', 'dist/cli/migrate.js', 'dist/cli/token.js', 'dist/cli/backup.js']) {
       assert.ok(existsSync(join(folder, built)), `${built} is built at install time`)
