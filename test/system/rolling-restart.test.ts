@@ -44,8 +44,8 @@ async function startHaproxy (t: TestContext, backends: number[]): Promise<number
     '  balance roundrobin',
     '  option httpchk GET /ready',
     '  http-check expect status 200',
-    // POSTs are retried only if they were never sent (conn-failure); see retry-on above.
-    '  http-request disable-l7-retry if METH_POST',
+    // Only what changes nothing is sent again once it may have arrived, as deploy/haproxy.cfg says.
+    '  http-request disable-l7-retry unless METH_GET || METH_OPTIONS',
     ...backends.map((backend, index) => `  server instance${index} 127.0.0.1:${backend} check inter 100 fall 2 rise 2`)
   ].join('\n') + '\n')
   const haproxy = spawn('haproxy', ['-db', '-f', file], { stdio: ['ignore', 'ignore', 'pipe'] })
