@@ -159,14 +159,14 @@ export function readEnvironment (): Record<string, string | undefined> {
  * `<NAME>` from the file `<NAME>_FILE` names, without the line breaks that end it, as a shell's
  * `$(cat file)` reads it. Both set is a mistake to be told, not a choice to be made.
  */
-export function readSecretFiles (environment: Record<string, string | undefined>, read = (path: string) => readFileSync(path, 'utf8')): Record<string, string | undefined> {
+export function readSecretFiles (environment: Record<string, string | undefined>): Record<string, string | undefined> {
   const resolved = { ...environment }
   for (const name of SECRET_VARIABLES) {
     const path = environment[`${name}_FILE`]
     if (path === undefined || path === '') continue
     if (environment[name] !== undefined && environment[name] !== '') throw new ConfigError(`${name} and ${name}_FILE are both set: set one of them`)
     try {
-      resolved[name] = read(path).replace(/[\r\n]+$/, '')
+      resolved[name] = readFileSync(path, 'utf8').replace(/[\r\n]+$/, '')
     } catch (error) {
       throw new ConfigError(`${name}_FILE names a file that cannot be read (${path}): ${(error as NodeJS.ErrnoException).code ?? String(error)}`)
     }

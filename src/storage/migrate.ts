@@ -48,9 +48,6 @@ export interface MigrationOutcome {
 /** What start-up logs, at `warn`, when the database was migrated by a newer version. */
 export const NEWER_SCHEMA = 'the database was migrated by a newer version of the service: this version runs on it as it is, without migrating'
 
-/** What start-up says when `MIGRATE=off` finds migrations this version needs not yet run. */
-export const NOT_MIGRATED = 'run `npm run migrate` with this version first, or start it with MIGRATE=on'
-
 /**
  * Leaves a schema a newer version migrated further as it is, if it has every migration this code
  * knows: migrations only add, so an older version runs on it, where Kysely's migrator would refuse
@@ -62,13 +59,14 @@ export async function migrateToLatest (db: Kysely<any>, dialect: Dialect, { appl
     const known = migrations(dialect)
     const executed = await executedMigrations(db, dialect, schema)
     const newer = executed.filter((name) => !(name in known))
+    const missing = Object.keys(known).filter((name) => !executed.includes(name))
     if (!apply) {
-      const missing = Object.keys(known).filter((name) => !executed.includes(name))
-      if (missing.length > 0) throw new Error(`MIGRATE is off and the database has not run ${missing.join(', ')}: ${NOT_MIGRATED}`)
+      if (missing.length > 0) {
+        throw new Error(`MIGRATE is off and the database has not run ${missing.join(', ')}: run \`npm run migrate\` with this version first, or start it with MIGRATE=on`)
+      }
       return { applied: [], newer }
     }
     if (newer.length > 0) {
-      const missing = Object.keys(known).filter((name) => !executed.includes(name))
       if (missing.length > 0) {
         throw new Error(`the database has run migrations this version does not know (${newer.join(', ')}) but not ${missing.join(', ')}, ` +
           'which it needs: migrate it with a version that knows them all')
