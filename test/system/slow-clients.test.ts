@@ -381,7 +381,7 @@ const FLOOD_KINDS: Record<string, (socket: net.Socket) => void> = {
 }
 
 for (const kinds of [Object.keys(FLOOD_KINDS), ['halfway through its headers', 'one byte into a 100-byte body']]) {
-  test(`under \`ulimit -n 1024\`, 1,000 connections (${kinds.join(', ')}) re-opened as they close keep a new client out for under a second`, { skip: noProc }, async (t) => {
+  test(`under \`ulimit -n 1024\`, 1,000 connections (${kinds.join(', ')}) re-opened as they close keep a new client out for under 2 s`, { skip: noProc }, async (t) => {
     const { nodeArgs, command } = serverUnderOpenFileLimit(1024)
     const service = await startService(t, { DATABASE_URL: 'sqlite::memory:' }, undefined, nodeArgs, command)
     let flooding = true
@@ -409,7 +409,9 @@ for (const kinds of [Object.keys(FLOOD_KINDS), ['halfway through its headers', '
       waits.push(performance.now() - arrivedAt)
       await sleep(100)
     }
-    assert.ok(waits.every((wait) => wait < 1000), `served after ${waits.map(Math.round).join(', ')} ms`)
+    // Fresh partial requests may hold every place until they have stalled, a second after their
+    // last byte, and the next check has seen it.
+    assert.ok(waits.every((wait) => wait < 2000), `served after ${waits.map(Math.round).join(', ')} ms`)
     const closing = service.stdout.map((line) => JSON.parse(line)).filter((line) => line.msg === 'closed connections holding a place unused, to make room for new ones')
     assert.ok(closing.length > 0)
     if (!kinds.includes('silent')) assert.ok(closing.every((line) => line.stalled + line.silent === line.closed), 'only stalled ones, and ones not sending yet, were there to close')
