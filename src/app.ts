@@ -4,7 +4,7 @@
  * listen: tests call `app.inject()` on it, and process/service.ts starts it.
  */
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox'
-import Fastify, { LogController, type FastifyInstance } from 'fastify'
+import Fastify, { LogController, type FastifyInstance, type FastifyPluginCallback } from 'fastify'
 import type { DestinationStream } from 'pino'
 import type { Config } from './config/config.js'
 import edge from './http/transport.js'
@@ -27,7 +27,6 @@ import metrics from './routes/metrics.js'
 import root from './routes/root.js'
 import users, { repository as usersRepository } from './users/index.js'
 import events, { UserEvent, webhooksDocument } from './events/index.js'
-import type { Tracing } from './process/tracing.js'
 import { ErrorSchema } from './http/schemas.js'
 import { statusSchemas } from './routes/health.schemas.js'
 import { greetingSchemas } from './routes/root.schemas.js'
@@ -38,8 +37,8 @@ import { schemaController } from './http/serializers.js'
 export interface BuildOptions {
   /** Where log lines go; standard output when absent. */
   logStream?: DestinationStream
-  /** Traces of requests and queries (process/tracing.ts), when the environment asks for them. */
-  tracing?: Pick<Tracing, 'plugin'>
+  /** Traces of requests and queries, when the environment asks for them: @fastify/otel's plugin, registered first. */
+  tracing?: { plugin: FastifyPluginCallback }
   /** How many log lines `logStream` has dropped, for the metrics. */
   droppedLogLines?: () => number
 }

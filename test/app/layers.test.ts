@@ -19,7 +19,7 @@ const MAY_IMPORT: Record<string, string[]> = {
   users: ['config', 'storage', 'http', 'validation'],
   events: ['config', 'storage', 'http'],
   routes: ['config', 'http'],
-  '.': ['config', 'storage', 'http', 'users', 'events', 'routes', 'validation', 'process'],
+  '.': ['config', 'storage', 'http', 'users', 'events', 'routes', 'validation'],
   process: ['.', 'config', 'storage', 'http', 'validation']
 }
 
