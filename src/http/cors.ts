@@ -1,5 +1,5 @@
 /**
- * Cross-origin access (seed §4.9) with @fastify/cors: the origin is reflected or checked against
+ * Cross-origin access with @fastify/cors: the origin is reflected or checked against
  * CORS_ORIGIN, `Vary: Origin` is on every answer, and every OPTIONS is answered as a preflight.
  */
 import fastifyCors from '@fastify/cors'

@@ -22,7 +22,7 @@ declare module 'fastify' {
 }
 
 /**
- * An error a handler raises on purpose; its message is sent to the client (seed §7). It is an
+ * An error a handler raises on purpose; its message is sent to the client. It is an
  * answer, never logged as a fault, so it has no stack trace
  * (docs/decisions/0017-client-errors-without-stack.md).
  */

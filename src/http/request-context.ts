@@ -1,5 +1,5 @@
 /**
- * What every request gets (seed §6), in one `onRequest` hook: its id sent back, the JSON security
+ * What every request gets, in one `onRequest` hook: its id sent back, the JSON security
  * headers, `Connection: close` while draining, and a refusal without Host; and in one `onResponse`
  * hook, its access-log line and its metrics. Draining starts before a shutdown: from then on
  * `/ready` answers 503 and every answer asks for its connection to close, so that traffic moves
@@ -70,12 +70,19 @@ async function requestContext (app: FastifyInstance): Promise<void> {
     clientId: clientIdOf(request.user)
   })
 
-  /** A client that leaves before its answer gets no onResponse: the response's close writes its line. */
+  /**
+   * A client that leaves before its answer ends gets no onResponse: the response's close writes its
+   * line, which tells an answer never begun from one cut off while it was sent (a download, a stream).
+   */
   function logIfAborted (request: FastifyRequest, reply: FastifyReply): void {
     const client = request.ip // read now: a closed socket forgets its peer
     reply.raw.once('close', () => {
       if (reply.raw.writableEnded) return
-      app.log.info({ ...accessFields(request, reply), client }, 'request aborted: its connection closed before it was answered')
+      if (reply.raw.headersSent) {
+        app.log.info({ ...accessFields(request, reply), client, statusCode: reply.statusCode }, 'connection closed while its answer was being sent')
+      } else {
+        app.log.info({ ...accessFields(request, reply), client }, 'request aborted: its connection closed before it was answered')
+      }
     })
   }
 

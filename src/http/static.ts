@@ -1,5 +1,5 @@
 /**
- * Files from `STATIC_DIR` (seed §4.8), a route each
+ * Files from `STATIC_DIR`, a route each
  * (docs/decisions/0018-static-files-one-route-per-file.md). An API route wins over a file, paths
  * stay inside the folder, and dotfiles and folders are not served.
  */

@@ -1,5 +1,5 @@
 /**
- * The API document (seed §4.7), built from the route schemas. It is registered before the routes,
+ * The API document, built from the route schemas. It is registered before the routes,
  * so that it sees each one as it is added.
  */
 import swagger, { type SwaggerTransform, type SwaggerTransformObject } from '@fastify/swagger'

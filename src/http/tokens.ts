@@ -1,5 +1,5 @@
 /**
- * Bearer tokens (seed §5): @fastify/jwt over the configured keys (the shared secret, a public key,
+ * Bearer tokens: @fastify/jwt over the configured keys (the shared secret, a public key,
  * or an identity provider's JWKS, provider-keys.ts), and the guard that checks a route's token and,
  * with `AUTH_SCOPES`, its scope. guards.ts decides which routes ask for one.
  */

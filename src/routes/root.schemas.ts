@@ -1,4 +1,4 @@
-/** The contract of the greeting routes (seed §4.1 and §4.5). */
+/** The contract of the greeting routes. */
 import { Type } from 'typebox'
 import { errorResponse, refTo } from '../http/schemas.js'
 

@@ -1,4 +1,4 @@
-/** The greeting (seed §4.1) and the query-string demonstration (seed §4.5). */
+/** The greeting and the query-string demonstration. */
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import { CustomSchema, HelloSchema } from './root.schemas.js'
 

@@ -1,4 +1,4 @@
-/** `POST /users`: stores a user (seed §4.2), safely retried with an `Idempotency-Key`. */
+/** `POST /users`: stores a user, safely retried with an `Idempotency-Key`. */
 import { createHash } from 'node:crypto'
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import type { FastifyReply } from 'fastify'

@@ -1,4 +1,4 @@
-/** `GET /users/{id}`: one stored user (seed §4.4). */
+/** `GET /users/{id}`: one stored user. */
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import { conditionalGet } from '../http/conditional-get.js'
 import { GetUserSchema } from './find.schemas.js'

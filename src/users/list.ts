@@ -1,4 +1,4 @@
-/** `GET /users`: stored users a page at a time, in id order (seed §4.3), or found and sorted. */
+/** `GET /users`: stored users a page at a time, in id order, or found and sorted. */
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 
 import { conditionalGet } from '../http/conditional-get.js'
@@ -16,7 +16,7 @@ const REPEATED = ['limit', 'sort', 'email', 'name', 'name_prefix', 'created_afte
 function pageLinks (parameters: ListParameters, query: UserQuery, users: ListedUser[]): string {
   const given = REPEATED.flatMap((name) => {
     const value = parameters[name]
-    // The default order goes unsaid, so that the seed's links stay as they are.
+    // The default order goes unsaid, so that a plain page's links stay as docs/api.md shows them.
     return value === undefined || (name === 'sort' && value === 'id') ? [] : [`${name}=${encodeURIComponent(value)}`]
   })
   const first = `/users?${given.join('&')}`

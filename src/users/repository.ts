@@ -165,7 +165,7 @@ async function countMatching (db: Kysely<Database>, filters: UserFilters): Promi
   return Number(total)
 }
 
-/** The query's page as the seed shows it: by id, unfiltered, `id` and `name`; compiled once. */
+/** The plain page, as docs/api.md shows it: by id, unfiltered, `id` and `name`; compiled once. */
 const isPlainPage = ({ filters, sort, fields }: UserQuery) =>
   sort === 'id' && !hasFilters(filters) && fields.length === 2 && fields[0] === 'id' && fields[1] === 'name'
 

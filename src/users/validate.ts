@@ -1,4 +1,4 @@
-/** `POST /users/{id}`: the validation showcase (seed §4.6); it stores nothing. */
+/** `POST /users/{id}`: the validation showcase; it stores nothing. */
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import { ValidateUserSchema } from './validate.schemas.js'
 

@@ -2,7 +2,7 @@ import { sql, type Kysely } from 'kysely'
 import type { Dialect } from '../database.js'
 
 /**
- * Ids are integers handed out by the database (seed §4.2), never reused: SQLite's
+ * Ids are integers handed out by the database, never reused: SQLite's
  * AUTOINCREMENT and PostgreSQL's identity column both guarantee that.
  */
 export function createUsers (dialect: Dialect) {
