@@ -14,7 +14,7 @@ export default [
         paths: ['node:http', 'http'].map((name) => ({
           name,
           allowTypeImports: true,
-          message: 'Require it (see src/http/malformed-http.ts): importing node:http loads undici into every process.'
+          message: 'Require it (see src/http/edge/malformed-http.ts): importing node:http loads undici into every process.'
         }))
       }]
     }

@@ -8,8 +8,8 @@
 import { randomUUID } from 'node:crypto'
 import cors from '@fastify/cors'
 import Fastify, { type FastifyInstance, type FastifyServerOptions } from 'fastify'
-import { EXPOSED_HEADERS } from '../src/http/cors.js'
-import { API_SECURITY_HEADERS } from '../src/http/security-headers.js'
+import { EXPOSED_HEADERS } from '../src/http/request/cors.js'
+import { API_SECURITY_HEADERS } from '../src/http/request/security-headers.js'
 
 export const userShape = { type: 'object', properties: { id: { type: 'string' }, name: { type: 'string' } } } as const
 export const newUser = {

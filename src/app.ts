@@ -7,23 +7,23 @@ import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox'
 import Fastify, { LogController, type FastifyInstance, type FastifyPluginCallback } from 'fastify'
 import type { DestinationStream } from 'pino'
 import type { Config } from './config/config.js'
-import edge from './http/transport.js'
-import { sendsFiles } from './http/file-limit.js'
-import { serverOptions } from './http/server-options.js'
+import edge from './http/edge/transport.js'
+import { sendsFiles } from './http/pages/file-limit.js'
+import { serverOptions } from './http/edge/server-options.js'
 import errors, { unknownPathsAtOnce } from './http/errors.js'
 import exposure from './http/exposure.js'
-import guards from './http/guards.js'
-import { loggerOptions } from './http/logging.js'
-import metricsCollection from './http/metrics.js'
-import requestContext, { requestIdFrom } from './http/request-context.js'
+import guards from './http/guards/protect.js'
+import { loggerOptions } from './http/request/logging.js'
+import metricsCollection, { ServiceMetrics } from './http/request/metrics.js'
+import requestContext, { requestIdFrom } from './http/request/request-context.js'
 import storage from './http/storage.js'
-import cors from './http/cors.js'
-import { pageSecurityHeaders } from './http/helmet.js'
-import staticFiles, { apiPathSegments } from './http/static.js'
-import swagger from './http/swagger.js'
-import swaggerUi from './http/swagger-ui.js'
+import cors from './http/request/cors.js'
+import { pageSecurityHeaders } from './http/pages/helmet.js'
+import staticFiles, { apiPathSegments } from './http/pages/static.js'
+import swagger from './http/pages/swagger.js'
+import swaggerUi from './http/pages/swagger-ui.js'
 import health from './routes/health.js'
-import metrics from './routes/metrics.js'
+import metricsRoute from './routes/metrics.js'
 import root from './routes/root.js'
 import users, { repository as usersRepository } from './users/index.js'
 import events, { UserEvent, webhooksDocument } from './events/index.js'
@@ -61,8 +61,10 @@ export async function buildApp (config: Config, options: BuildOptions = {}): Pro
   await app.register(errors)
   // Files are served last, and not under the path of any route registered from here on.
   const apiSegments = apiPathSegments(app)
-  if (config.metrics) await app.register(metricsCollection, { droppedLogLines: options.droppedLogLines })
-  await app.register(requestContext)
+  // Made here and handed to what counts something, so that no plugin probes for another.
+  const metrics = config.metrics ? new ServiceMetrics() : undefined
+  if (metrics !== undefined) await app.register(metricsCollection, { metrics, droppedLogLines: options.droppedLogLines })
+  await app.register(requestContext, { observe: metrics?.observe })
   await app.register(cors, { origin: config.corsOrigin })
   await app.register(unknownPathsAtOnce)
   const metricsOnApiPort = config.metrics && config.metricsPort === undefined
@@ -73,7 +75,7 @@ export async function buildApp (config: Config, options: BuildOptions = {}): Pro
   await app.register(usersRepository)
   await app.register(exposure, { production: config.production, auth: config.auth, rateLimit: config.rateLimit, metricsOnApiPort, metricsAccess: config.metricsAccess })
 
-  // Each API route declares its guards with app.protect (http/guards.ts).
+  // Each API route declares its guards with app.protect (http/guards/protect.ts).
   await app.register(guards, {
     overload: config.overload,
     rateLimit: config.rateLimit,
@@ -84,9 +86,9 @@ export async function buildApp (config: Config, options: BuildOptions = {}): Pro
   })
   await app.register(root)
   await app.register(users, { idempotencyKeyTtlMs: config.idempotencyKeyTtlMs, requireIfMatch: config.requireIfMatch, ownership: config.userOwnership })
-  await app.register(events, { config: config.events, dialect: config.database.dialect })
+  await app.register(events, { config: config.events, dialect: config.database.dialect, metrics: metrics?.registry })
   await app.register(health)
-  if (metricsOnApiPort) await app.register(metrics, { access: config.metricsAccess })
+  if (metricsOnApiPort) await app.register(metricsRoute, { access: config.metricsAccess })
   // Pages for a browser, under helmet's headers and the bound on files sent at once.
   await app.register(async (pages) => {
     await pages.register(pageSecurityHeaders)

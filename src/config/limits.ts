@@ -21,7 +21,7 @@ export function heapToShedAt (megabytes: number | undefined): number {
   return megabytes * MB
 }
 
-/** Descriptors kept for everything but client connections and PostgreSQL's pool: files being sent (at most 64, http/file-limit.ts), SQLite's files, logs, Node's own. */
+/** Descriptors kept for everything but client connections and PostgreSQL's pool: files being sent (at most 64, http/pages/file-limit.ts), SQLite's files, logs, Node's own. */
 const RESERVED_DESCRIPTORS = 128
 
 /**

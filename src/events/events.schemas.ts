@@ -1,7 +1,7 @@
 /** The contract of the change feed: an event, `GET /events`, and the webhooks (OpenAPI 3.1's `webhooks`). */
 import { Type } from 'typebox'
 import { errorResponse, RETRY_AFTER } from '../http/schemas.js'
-import type { Webhooks } from '../http/swagger.js'
+import type { Webhooks } from '../http/pages/swagger.js'
 import { EVENT_TYPES } from './outbox.js'
 
 export const UserEvent = Type.Object({

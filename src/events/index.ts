@@ -2,8 +2,9 @@
  * The change feed: `GET /events`, the webhook deliveries, the purge of events past
  * EVENTS_RETENTION, and their metrics. Triggers fill the outbox (storage/migrations/2026-12-02-user-events.ts).
  */
-import { Counter, Gauge } from '@prometheus-io/client'
+import { Counter, Gauge, type Registry } from '@prometheus-io/client'
 import type { FastifyInstance } from 'fastify'
+import fp from 'fastify-plugin'
 import type { EventsConfig } from '../config/events.js'
 import type { Dialect } from '../storage/database.js'
 import { EventFeed } from './feed.js'
@@ -19,7 +20,8 @@ export { UserEvent, webhooksDocument } from './events.schemas.js'
 /** How often events past their retention are looked for. */
 const PURGE_EVERY_MS = 60 * 60_000
 
-export default async function events (app: FastifyInstance, { config, dialect }: { config: EventsConfig, dialect: Dialect }): Promise<void> {
+/** `metrics` is the registry the feed's metrics go to, when the service keeps them. */
+async function events (app: FastifyInstance, { config, dialect, metrics }: { config: EventsConfig, dialect: Dialect, metrics: Registry | undefined }): Promise<void> {
   const sequence = eventSequencer(app.db, dialect)
   const feed = new EventFeed(async () => {
     await sequence()
@@ -28,12 +30,12 @@ export default async function events (app: FastifyInstance, { config, dialect }:
   await app.register(tickets)
   await app.register(followEvents, { feed, heartbeatMs: config.heartbeatMs, bounds: { maxReaders: config.maxReaders, maxReadersPerClient: config.maxReadersPerClient } })
 
-  const delivered = app.hasDecorator('metricsRegistry')
-    ? new Counter({ name: 'webhook_deliveries_total', help: 'Tries of webhook events, by outcome: delivered, retried (not taken, tried again later) or failed (kept as failed).', labelNames: ['outcome'] as const, registers: [app.metricsRegistry] })
+  const delivered = metrics !== undefined
+    ? new Counter({ name: 'webhook_deliveries_total', help: 'Tries of webhook events, by outcome: delivered, retried (not taken, tried again later) or failed (kept as failed).', labelNames: ['outcome'] as const, registers: [metrics] })
     : undefined
-  if (app.hasDecorator('metricsRegistry') && config.webhooks !== undefined) {
+  if (metrics !== undefined && config.webhooks !== undefined) {
     const db = app.db
-    app.metricsRegistry.registerMetric(new Gauge({
+    metrics.registerMetric(new Gauge({
       name: 'webhook_failed_events',
       help: 'Webhook events kept as failed: not taken by their endpoint within WEBHOOK_RETRY_FOR.',
       registers: [],
@@ -67,3 +69,5 @@ export default async function events (app: FastifyInstance, { config, dialect }:
     await deliveries?.stop()
   })
 }
+
+export default fp(events, { name: 'events', dependencies: ['storage', 'guards', 'edge'], encapsulate: true })

@@ -10,7 +10,7 @@ import { OTLPTraceExporter } from '@opentelemetry/exporter-trace-otlp-http'
 import { resourceFromAttributes } from '@opentelemetry/resources'
 import { BatchSpanProcessor, NodeTracerProvider, type ReadableSpan, type Span, type SpanExporter, type SpanProcessor } from '@opentelemetry/sdk-trace-node'
 import type { FastifyBaseLogger, FastifyPluginCallback } from 'fastify'
-import { loggedUrl } from '../http/logging.js'
+import { loggedUrl } from '../http/request/logging.js'
 
 export interface Tracing {
   /** @fastify/otel's plugin, registered before everything else. */

@@ -1,5 +1,6 @@
 /** Liveness and readiness, for load balancers and orchestrators. */
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
+import fp from 'fastify-plugin'
 import { AppError } from '../http/errors.js'
 import { HealthSchema, ReadySchema } from './health.schemas.js'
 
@@ -20,4 +21,4 @@ const health: FastifyPluginAsyncTypebox = async (app) => {
   })
 }
 
-export default health
+export default fp(health, { name: 'health', dependencies: ['storage', 'guards', 'request-context'], encapsulate: true })

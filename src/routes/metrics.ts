@@ -1,5 +1,6 @@
 /** `GET /metrics`, in the Prometheus text format. */
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
+import fp from 'fastify-plugin'
 import { Type } from 'typebox'
 
 const MetricsSchema = {
@@ -25,4 +26,4 @@ const metrics: FastifyPluginAsyncTypebox<{ access: keyof typeof TOKEN_BY_ACCESS 
   })
 }
 
-export default metrics
+export default fp(metrics, { name: 'metrics-route', dependencies: ['guards', 'metrics'], encapsulate: true })

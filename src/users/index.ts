@@ -20,7 +20,7 @@ export const repository = fp(async (app: FastifyInstance) => {
   app.decorate('users', usersRepository(app.db))
 }, { name: 'users-repository', dependencies: ['storage'] })
 
-export default async function users (app: FastifyInstance, options: { idempotencyKeyTtlMs: number, requireIfMatch: boolean, ownership: boolean }): Promise<void> {
+async function users (app: FastifyInstance, options: { idempotencyKeyTtlMs: number, requireIfMatch: boolean, ownership: boolean }): Promise<void> {
   await app.register(listUsers)
   await app.register(findUser)
   await app.register(createUser, options)
@@ -28,3 +28,5 @@ export default async function users (app: FastifyInstance, options: { idempotenc
   await app.register(deleteUser, options)
   await app.register(validateUser)
 }
+
+export default fp(users, { name: 'users', dependencies: ['guards', 'users-repository'], encapsulate: true })

@@ -1,11 +1,18 @@
 /**
  * The source's layers (src/README.md): each folder imports only from the layers below it, and no
- * module imports itself through others, type imports included.
+ * module imports itself through others, type imports included; plugins declare what they need.
  */
 import assert from 'node:assert/strict'
 import { readdirSync, readFileSync } from 'node:fs'
 import { dirname, join, relative, resolve } from 'node:path'
 import { test } from 'node:test'
+import Fastify, { type FastifyPluginAsync } from 'fastify'
+import events from '../../src/events/index.js'
+import metricsCollection from '../../src/http/request/metrics.js'
+import health from '../../src/routes/health.js'
+import metricsRoute from '../../src/routes/metrics.js'
+import root from '../../src/routes/root.js'
+import users, { repository as usersRepository } from '../../src/users/index.js'
 import { repositoryRoot } from '../process.js'
 
 const source = join(repositoryRoot, 'src')
@@ -61,4 +68,26 @@ test('no module of src/ imports itself through others', () => {
   }
   for (const file of graph.keys()) visit(file, [])
   assert.deepEqual(cycles, [])
+})
+
+test('src/http/ keeps a folder per stage a request passes, each named in src/README.md and docs/layout.md, and few files beside them', () => {
+  const entries = readdirSync(join(source, 'http'), { withFileTypes: true })
+  const folders = entries.filter((entry) => entry.isDirectory()).map((entry) => entry.name)
+  assert.ok(folders.length >= 3, `folders: ${folders.join(', ')}`)
+  assert.ok(entries.filter((entry) => entry.isFile()).length <= 8, 'at most eight files directly in src/http/')
+  for (const page of ['src/README.md', 'docs/layout.md']) {
+    const text = readFileSync(join(repositoryRoot, page), 'utf8')
+    assert.deepEqual(folders.filter((folder) => !text.includes(`\`${folder}/\``)), [], `${page} names every folder of src/http/`)
+  }
+})
+
+test('a plugin registered without what it needs stops start-up, naming the plugin it needs', async () => {
+  const needs: Array<[FastifyPluginAsync<any>, string]> = [
+    [users, 'guards'], [usersRepository, 'storage'], [events, 'storage'], [root, 'guards'], [health, 'storage'], [metricsRoute, 'guards'], [metricsCollection, 'edge']
+  ]
+  for (const [plugin, dependency] of needs) {
+    const app = Fastify()
+    await assert.rejects(async () => { await app.register(plugin, {}).ready() }, (error: Error) => error.message.includes(`'${dependency}'`), `it names ${dependency}`)
+    await app.close()
+  }
 })

@@ -6,7 +6,7 @@ import http from 'node:http'
 import type net from 'node:net'
 import { test } from 'node:test'
 import { createSigner } from 'fast-jwt'
-import { loggedUrl } from '../../src/http/logging.js'
+import { loggedUrl } from '../../src/http/request/logging.js'
 import { captureLogs, testApp, testConfig, waitFor } from '../helpers.js'
 
 const webhookSecret = `whsec_${randomBytes(32).toString('base64')}`

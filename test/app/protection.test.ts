@@ -2,7 +2,7 @@ import assert from 'node:assert/strict'
 import { PassThrough } from 'node:stream'
 import { test } from 'node:test'
 import { createSigner } from 'fast-jwt'
-import { API_SECURITY_HEADERS } from '../../src/http/security-headers.js'
+import { API_SECURITY_HEADERS } from '../../src/http/request/security-headers.js'
 import { PAGE_ONLY_HEADERS, captureLogs, getUntil, postJson, testApp } from '../helpers.js'
 
 test('rate limiting is off by default', async (t) => {

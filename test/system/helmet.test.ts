@@ -4,7 +4,7 @@ import http from 'node:http'
 import { once } from 'node:events'
 import type { AddressInfo } from 'node:net'
 import helmet from 'helmet'
-import { PAGE_HELMET_OPTIONS } from '../../src/http/helmet.js'
+import { PAGE_HELMET_OPTIONS } from '../../src/http/pages/helmet.js'
 import { PAGE_ONLY_HEADERS, rawRequest, testApp } from '../helpers.js'
 
 test('pages (the docs page, its assets, static files) carry helmet\'s headers with the service\'s policy, name for name and value for value', async (t) => {

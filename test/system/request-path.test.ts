@@ -59,13 +59,13 @@ test('a GET of one user runs code in the twelve main-thread files docs/layout.md
   for (let i = 0; i < 10; i++) await get()
 
   assert.deepEqual(await filesRunBy(get), [
-    'src/http/bodies.ts',
     'src/http/conditional-get.ts',
+    'src/http/edge/bodies.ts',
+    'src/http/edge/transport.ts',
     'src/http/errors.ts',
-    'src/http/metrics.ts',
-    'src/http/overload.ts',
-    'src/http/request-context.ts',
-    'src/http/transport.ts',
+    'src/http/guards/overload.ts',
+    'src/http/request/metrics.ts',
+    'src/http/request/request-context.ts',
     'src/storage/observed-queries.ts',
     'src/storage/sqlite.ts',
     'src/users/find.ts',

@@ -6,8 +6,8 @@ import { once } from 'node:events'
 import rateLimit from '@fastify/rate-limit'
 import type { FastifyInstance } from 'fastify'
 import type { Redis } from 'ioredis'
-import { AppError } from './errors.js'
-import { errorResponse, type HeaderSchema, RETRY_AFTER } from './schemas.js'
+import { AppError } from '../errors.js'
+import { errorResponse, type HeaderSchema, RETRY_AFTER } from '../schemas.js'
 
 const RATE_LIMIT_HEADERS: Record<string, HeaderSchema> = {
   'RateLimit-Limit': { type: 'integer', description: 'Requests allowed per window.', required: false },

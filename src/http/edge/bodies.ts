@@ -6,7 +6,7 @@
 import { isUtf8 } from 'node:buffer'
 import type { IncomingMessage, ServerResponse } from 'node:http'
 import { errorCodes, type FastifyInstance, type FastifyReply, type FastifyRequest, type HookHandlerDoneFunction } from 'fastify'
-import { AppError } from './errors.js'
+import { AppError } from '../errors.js'
 import { hasDuplicateKeys } from './duplicate-keys.js'
 
 const MAX_BODY_BYTES = 64 * 1024 * 1024

@@ -6,10 +6,10 @@ import swagger, { type SwaggerTransform, type SwaggerTransformObject } from '@fa
 import type { FastifyInstance, FastifySchema } from 'fastify'
 import fp from 'fastify-plugin'
 import type { OpenAPIV3_1 as OpenApi31 } from 'openapi-types'
-import type { TokenKeys } from '../config/tokens.js'
-import { errorResponse, type Responses, withHeaders } from './schemas.js'
-import { REQUEST_ID_HEADER } from './request-context.js'
-import { SECURITY_SCHEME } from './tokens.js'
+import type { TokenKeys } from '../../config/tokens.js'
+import { errorResponse, type Responses, withHeaders } from '../schemas.js'
+import { REQUEST_ID_HEADER } from '../request/request-context.js'
+import { SECURITY_SCHEME } from '../guards/tokens.js'
 
 /**
  * A query parameter with a default is required in the schema, since Ajv fills it in first, but

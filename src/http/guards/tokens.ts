@@ -1,17 +1,17 @@
 /**
  * Bearer tokens: @fastify/jwt over the configured keys (the shared secret, a public key,
  * or an identity provider's JWKS, provider-keys.ts), and the guard that checks a route's token and,
- * with `AUTH_SCOPES`, its scope. guards.ts decides which routes ask for one.
+ * with `AUTH_SCOPES`, its scope. protect.ts decides which routes ask for one.
  */
 import { createPublicKey } from 'node:crypto'
 import jwt, { type TokenOrHeader } from '@fastify/jwt'
 import type { Algorithm } from 'fast-jwt'
 import type { FastifyInstance, FastifyRequest, onRequestHookHandler } from 'fastify'
-import type { AuthMode } from '../config/config.js'
-import { tokenType, type TokenConfig } from '../config/tokens.js'
-import { AppError, bearerChallenge, TokenRefusal, unauthorized, type RefusalReason } from './errors.js'
+import type { AuthMode } from '../../config/config.js'
+import { tokenType, type TokenConfig } from '../../config/tokens.js'
+import { AppError, bearerChallenge, TokenRefusal, unauthorized, type RefusalReason } from '../errors.js'
 import { algorithmFitsKey, providerKeys, type ProviderKeys } from './provider-keys.js'
-import { errorResponse, type HeaderSchema, type Responses } from './schemas.js'
+import { errorResponse, type HeaderSchema, type Responses } from '../schemas.js'
 
 declare module '@fastify/jwt' {
   interface FastifyJWT {

@@ -11,7 +11,7 @@ import type { Socket } from 'node:net'
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
 import fp from 'fastify-plugin'
 import { readJsonBodies } from './bodies.js'
-import { boundFilesSent } from './file-limit.js'
+import { boundFilesSent } from '../pages/file-limit.js'
 import { answerExpectAndConnect } from './malformed-http.js'
 
 declare module 'fastify' {

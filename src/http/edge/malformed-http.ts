@@ -7,7 +7,7 @@ import { createRequire } from 'node:module'
 import type { IncomingMessage, ServerResponse } from 'node:http'
 import type { Socket } from 'node:net'
 import type { FastifyInstance } from 'fastify'
-import { errorBody, JSON_TYPE } from './errors.js'
+import { errorBody, JSON_TYPE } from '../errors.js'
 
 // Required, not imported: node:http's module view reads every export, and three of them load Node's
 // own copy of undici, which the service never uses.

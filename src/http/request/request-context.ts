@@ -9,8 +9,8 @@ import { randomUUID } from 'node:crypto'
 import type { IncomingMessage } from 'node:http'
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
 import fp from 'fastify-plugin'
-import type { HeaderSchema } from './schemas.js'
-import { AppError } from './errors.js'
+import type { HeaderSchema } from '../schemas.js'
+import { AppError } from '../errors.js'
 import { loggedUrl } from './logging.js'
 import { API_SECURITY_HEADERS } from './security-headers.js'
 
@@ -37,7 +37,8 @@ export function requestIdFrom (request: IncomingMessage): string {
   return typeof incoming === 'string' && SAFE_REQUEST_ID.test(incoming) ? incoming : randomUUID()
 }
 
-async function requestContext (app: FastifyInstance): Promise<void> {
+/** `observe` counts each answered request, when the service keeps metrics (metrics.ts). */
+async function requestContext (app: FastifyInstance, { observe }: { observe?: ((request: FastifyRequest, reply: FastifyReply) => void) | undefined }): Promise<void> {
   let draining = false
   let closing = false
   app.decorate('draining', { getter: () => draining })
@@ -50,7 +51,6 @@ async function requestContext (app: FastifyInstance): Promise<void> {
 
   // Decided once: at LOG_LEVEL=warn and above the line is never written, so never built.
   const accessLog = ['info', 'debug', 'trace'].includes(app.log.level)
-  const observe = app.hasDecorator('observeRequest') ? app.observeRequest : undefined
 
   /** The application a token was issued to (`azp`, or `client_id`), when the identity provider names it. */
   const clientIdOf = (user: FastifyRequest['user'] | undefined): string | undefined => {

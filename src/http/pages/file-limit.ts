@@ -6,7 +6,7 @@
 import { Readable } from 'node:stream'
 import type { FastifyInstance, FastifyReply, FastifyRequest, onRequestHookHandler, onSendHookHandler } from 'fastify'
 import fp from 'fastify-plugin'
-import { AppError } from './errors.js'
+import { AppError } from '../errors.js'
 
 const MAX_FILES_SENT = 64
 

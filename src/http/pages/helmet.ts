@@ -5,7 +5,7 @@
 import helmet from 'helmet'
 import type { FastifyInstance } from 'fastify'
 import fp from 'fastify-plugin'
-import { API_SECURITY_HEADERS } from './security-headers.js'
+import { API_SECURITY_HEADERS } from '../request/security-headers.js'
 
 /** For pages: a content security policy that allows only this service's own scripts, styles and images (all the docs page uses). */
 export const PAGE_HELMET_OPTIONS = {

@@ -1,8 +1,8 @@
 /** The options of Fastify and Node's HTTP server that guard the transport: time limits, proxies, refusals. */
 import type { FastifyHttpOptions } from 'fastify'
 import type { Server } from 'node:http'
-import type { Config } from '../config/config.js'
-import { replyWithFrameworkError } from './errors.js'
+import type { Config } from '../../config/config.js'
+import { replyWithFrameworkError } from '../errors.js'
 import { answerClientError } from './malformed-http.js'
 
 // Node 24.12 and later take this option; Node 22, whose types these are, ignores it.

@@ -8,8 +8,8 @@
 import { createPublicKey, type KeyObject } from 'node:crypto'
 import { setTimeout as sleep } from 'node:timers/promises'
 import type { FastifyBaseLogger } from 'fastify'
-import type { PublicKeyAlgorithm } from '../config/tokens.js'
-import { AppError, TokenRefusal } from './errors.js'
+import type { PublicKeyAlgorithm } from '../../config/tokens.js'
+import { AppError, TokenRefusal } from '../errors.js'
 
 /** The set is fetched for an unknown key at most this often, so made-up `kid`s cost the provider little. */
 const REFETCH_INTERVAL_MS = 1000

@@ -6,10 +6,10 @@
  */
 import type { FastifyInstance, onRequestHookHandler } from 'fastify'
 import fp from 'fastify-plugin'
-import type { Config } from '../config/config.js'
+import type { Config } from '../../config/config.js'
 import { shedOnOverload } from './overload.js'
 import { limitRate } from './rate-limit.js'
-import { type HeaderSchema, type Responses, withHeaders } from './schemas.js'
+import { type HeaderSchema, type Responses, withHeaders } from '../schemas.js'
 import { type PersonalDataTest, type Scope, tokenChecks, type UrlCredential } from './tokens.js'
 
 interface Guard {

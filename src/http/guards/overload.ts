@@ -6,9 +6,9 @@
 import { monitorEventLoopDelay } from 'node:perf_hooks'
 import { getHeapStatistics } from 'node:v8'
 import type { FastifyInstance, onRequestHookHandler } from 'fastify'
-import type { Config } from '../config/config.js'
-import { AppError } from './errors.js'
-import { errorResponse, RETRY_AFTER } from './schemas.js'
+import type { Config } from '../../config/config.js'
+import { AppError } from '../errors.js'
+import { errorResponse, RETRY_AFTER } from '../schemas.js'
 
 const SAMPLE_MS = 1000
 /** How often the delay monitor looks; a loop on time is late by this much. */

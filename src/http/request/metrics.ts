@@ -9,31 +9,49 @@ import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from '@pro
 declare module 'fastify' {
   interface FastifyInstance {
     metricsRegistry: Registry
-    /** Counts an answered request and its time; request-context.ts calls it. */
-    observeRequest: (request: FastifyRequest, reply: FastifyReply) => void
   }
 }
 
 /** Seconds; finer at the low end than the library's defaults, where this service answers. */
 const LATENCY_BUCKETS = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5]
 
-async function metrics (app: FastifyInstance, { droppedLogLines }: { droppedLogLines?: (() => number) | undefined }): Promise<void> {
-  const registry = new Registry()
-  collectDefaultMetrics({ register: registry })
-
-  const requests = new Counter({
+/**
+ * The registry and the request metrics, made before the app's plugins so that app.ts can hand
+ * them to those that count something (request-context.ts, the change feed).
+ */
+export class ServiceMetrics {
+  readonly registry = new Registry()
+  private readonly requests = new Counter({
     name: 'http_requests_total',
     help: 'Requests answered, by method, route pattern and status code.',
     labelNames: ['method', 'route', 'status_code'] as const,
-    registers: [registry]
+    registers: [this.registry]
   })
-  const latency = new Histogram({
+
+  private readonly latency = new Histogram({
     name: 'http_request_duration_seconds',
     help: 'Time to answer a request, by method and route pattern.',
     labelNames: ['method', 'route'] as const,
     buckets: LATENCY_BUCKETS,
-    registers: [registry]
+    registers: [this.registry]
   })
+
+  constructor () {
+    collectDefaultMetrics({ register: this.registry })
+  }
+
+  /** Counts an answered request and its time. */
+  readonly observe = (request: FastifyRequest, reply: FastifyReply): void => {
+    const method = request.method
+    const route = request.routeOptions.url ?? 'unmatched'
+    this.requests.inc({ method, route, status_code: reply.statusCode })
+    this.latency.observe({ method, route }, reply.elapsedTime / 1000)
+  }
+}
+
+/** The metrics of what the app holds: its connections, the database pool, the log lines dropped. */
+async function metrics (app: FastifyInstance, { metrics, droppedLogLines }: { metrics: ServiceMetrics, droppedLogLines?: (() => number) | undefined }): Promise<void> {
+  const registry = metrics.registry
 
   // The pool's gauges, once storage has opened a PostgreSQL pool; SQLite has none.
   app.addHook('onReady', (done) => {
@@ -75,12 +93,6 @@ async function metrics (app: FastifyInstance, { droppedLogLines }: { droppedLogL
   }
 
   app.decorate('metricsRegistry', registry)
-  app.decorate('observeRequest', (request: FastifyRequest, reply: FastifyReply) => {
-    const method = request.method
-    const route = request.routeOptions.url ?? 'unmatched'
-    requests.inc({ method, route, status_code: reply.statusCode })
-    latency.observe({ method, route }, reply.elapsedTime / 1000)
-  })
 }
 
 export default fp(metrics, { name: 'metrics', dependencies: ['edge'] })
