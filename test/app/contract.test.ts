@@ -164,7 +164,7 @@ describe('the service keeps every promise of its OpenAPI document', () => {
     const served = await documents(built)
     const validators = Object.fromEntries(await Promise.all(Object.entries(served).map(async ([name, definition]) => {
       // quick: openapi-backend's own check of documents knows OpenAPI 3.0 only, and this one
-      // is 3.1; swagger-parser validates it (openapi.test.ts).
+      // is 3.1; Redocly's rules validate it (openapi.test.ts).
       const backend = new OpenAPIBackend({ definition, quick: true, validate: true, customizeAjv: (ajv) => addFormats.default(ajv) })
       await backend.init()
       return [name, backend]
