@@ -15,7 +15,8 @@ export { ConfigError } from './config-error.js'
 export { loadMaxLifetime, loadSigningSecret } from './tokens.js'
 export { describeDatabase, parseDuration } from './values.js'
 
-const EnvSchema = Type.Object({
+/** Every variable the service reads, its type, bounds and default; docs/configuration.md's table is checked against it. */
+export const EnvSchema = Type.Object({
   NODE_ENV: Type.String({ default: 'development' }),
   PORT: Type.Integer({ minimum: 0, maximum: 65535, default: 3000 }),
   HOST: Type.String({ minLength: 1, default: '0.0.0.0' }),

@@ -5,7 +5,6 @@ import { once } from 'node:events'
 import { readFileSync } from 'node:fs'
 import { join } from 'node:path'
 import test from 'node:test'
-import { FILE_SETTINGS, SETTINGS } from '../../src/config/config.js'
 import { temporaryFolder } from '../helpers.js'
 import { freePort, repositoryRoot, signalGroup, startService } from '../process.js'
 
@@ -63,18 +62,6 @@ test('every README example with output prints what the README shows, run in orde
     assert.equal(run.status, 0, `${command}: ${run.stderr}`)
     assertShows(run.stdout.split('\n'), shown, command)
   }
-})
-
-test('docs/configuration.md\'s table names every variable the service reads, and no other; the README\'s names some of them', () => {
-  const rowsOf = (text: string) => [...text.matchAll(/^\| `([A-Z_]+)`[^|]*\|/gm)].map((match) => match[1]!)
-  const documented = readFileSync(join(repositoryRoot, 'docs/configuration.md'), 'utf8')
-  // Named in a row shared with another variable.
-  const alternatives = ['OTEL_EXPORTER_OTLP_TRACES_ENDPOINT', ...FILE_SETTINGS]
-  assert.deepEqual(rowsOf(documented).sort(), SETTINGS.filter((name) => !alternatives.includes(name)).sort())
-  for (const name of alternatives) assert.match(documented, new RegExp(name))
-  const section = readme.slice(readme.indexOf('## Configuration'), readme.indexOf('## Read on'))
-  for (const name of rowsOf(section)) assert.ok(SETTINGS.includes(name), `${name} is a setting`)
-  assert.match(section, /\(docs\/configuration\.md\)/)
 })
 
 test('the Tokens block of docs/tokens.md works when pasted as is: a 401 without the token, a 201 with it', async (t) => {
