@@ -25,7 +25,7 @@ import swaggerUi from './http/pages/swagger-ui.js'
 import health from './routes/health.js'
 import metricsRoute from './routes/metrics.js'
 import root from './routes/root.js'
-import users, { repository as usersRepository } from './users/index.js'
+import users from './users/index.js'
 import events, { UserEvent, webhooksDocument } from './events/index.js'
 import { ErrorSchema } from './http/schemas.js'
 import { statusSchemas } from './routes/health.schemas.js'
@@ -72,7 +72,6 @@ export async function buildApp (config: Config, options: BuildOptions = {}): Pro
   const tokensAlways = metricsOnApiPort && config.metricsAccess === 'token'
   await app.register(swagger, { bearer: config.auth !== 'off' || tokensAlways, signedBy: config.jwt.keys.kind, webhooks: webhooksDocument })
   await app.register(storage, { database: config.database, migrate: config.migrate, traced: options.tracing !== undefined })
-  await app.register(usersRepository)
   await app.register(exposure, { production: config.production, auth: config.auth, rateLimit: config.rateLimit, metricsOnApiPort, metricsAccess: config.metricsAccess })
 
   // Each API route declares its guards with app.protect (http/guards/protect.ts).

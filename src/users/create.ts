@@ -2,10 +2,11 @@
 import { createHash } from 'node:crypto'
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import type { FastifyReply } from 'fastify'
-import type { CreateOnceOutcome } from './idempotency-keys.js'
+import { type CreateOnceOutcome, createUserOnce, forgetIdempotencyKeys } from './idempotency-keys.js'
 import { AppError, JSON_TYPE } from '../http/errors.js'
 import { CreateUserSchema, createUserLinks } from './create.schemas.js'
 import { ownerOf } from './preconditions.js'
+import { createUser as storeUser } from './repository.js'
 import { userTag } from './user-id.js'
 
 /** A new user's version; a retry answers with it too, as the first answer did, whatever changed since. */
@@ -16,7 +17,7 @@ const FORGET_EVERY_MS = 3_600_000
 
 const createUser: FastifyPluginAsyncTypebox<{ idempotencyKeyTtlMs: number, ownership: boolean }> = async (app, { idempotencyKeyTtlMs, ownership }) => {
   const keptSince = () => new Date(Date.now() - idempotencyKeyTtlMs).toISOString()
-  const forget = setInterval(() => { app.users.forgetIdempotencyKeys(keptSince()).catch(() => {}) }, FORGET_EVERY_MS).unref()
+  const forget = setInterval(() => { forgetIdempotencyKeys(app.db, keptSince()).catch(() => {}) }, FORGET_EVERY_MS).unref()
   app.addHook('onClose', async () => { clearInterval(forget) })
   /** Keys whose first request this process is still answering. */
   const inFlight = new Set<string>()
@@ -33,7 +34,7 @@ const createUser: FastifyPluginAsyncTypebox<{ idempotencyKeyTtlMs: number, owner
     const owner = ownership ? ownerOf(request) : undefined
     let id: number
     if (key === undefined) {
-      id = await app.users.create({ name, email }, owner)
+      id = await storeUser(app.db, { name, email }, owner)
     } else {
       // A retry that arrives while this process still answers the first is told so; one that
       // arrives at another instance waits, in the database, for the first to commit.
@@ -42,7 +43,7 @@ const createUser: FastifyPluginAsyncTypebox<{ idempotencyKeyTtlMs: number, owner
       let outcome: CreateOnceOutcome
       try {
         const fingerprint = createHash('sha256').update(request.bodyBytes ?? '').digest('base64url')
-        outcome = await app.users.createOnce({ name, email }, { key, fingerprint, keptSince: keptSince() }, owner)
+        outcome = await createUserOnce(app.db, { name, email }, { key, fingerprint, keptSince: keptSince() }, owner)
       } finally {
         inFlight.delete(key)
       }

@@ -5,20 +5,8 @@ import createUser from './create.js'
 import deleteUser from './delete.js'
 import findUser from './find.js'
 import listUsers from './list.js'
-import { usersRepository, type UserRepository } from './repository.js'
 import updateUser from './update.js'
 import validateUser from './validate.js'
-
-declare module 'fastify' {
-  interface FastifyInstance {
-    users: UserRepository
-  }
-}
-
-/** The repository over the open database (http/storage.ts), for the routes below and for tests. */
-export const repository = fp(async (app: FastifyInstance) => {
-  app.decorate('users', usersRepository(app.db))
-}, { name: 'users-repository', dependencies: ['storage'] })
 
 async function users (app: FastifyInstance, options: { idempotencyKeyTtlMs: number, requireIfMatch: boolean, ownership: boolean }): Promise<void> {
   await app.register(listUsers)
@@ -29,4 +17,4 @@ async function users (app: FastifyInstance, options: { idempotencyKeyTtlMs: numb
   await app.register(validateUser)
 }
 
-export default fp(users, { name: 'users', dependencies: ['guards', 'users-repository'], encapsulate: true })
+export default fp(users, { name: 'users', dependencies: ['guards', 'storage'], encapsulate: true })

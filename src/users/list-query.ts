@@ -8,23 +8,16 @@ import { createHash } from 'node:crypto'
 import { AppError } from '../http/errors.js'
 import { STORABLE_TEXT } from '../http/request-validation.js'
 import { MAX_USER_ID } from '../storage/schema.js'
+import { FILTER_PARAMETERS, type FilterParameter, LISTED_FIELDS, type ListParameters, SORTS } from './list.schemas.js'
 
-export const SORTS = ['id', '-id', 'name', '-name', 'created_at', '-created_at'] as const
 export type Sort = typeof SORTS[number]
 export type SortKey = 'id' | 'name' | 'created_at'
 
-export const LISTED_FIELDS = ['id', 'name', 'email', 'created_at'] as const
 export type ListedField = typeof LISTED_FIELDS[number]
 export const DEFAULT_FIELDS: ListedField[] = ['id', 'name']
 
-/** The filters, as stored values compare: the address in lower case, times as `created_at` holds them. */
-export interface UserFilters {
-  email?: string
-  name?: string
-  namePrefix?: string
-  createdAfter?: string
-  createdBefore?: string
-}
+/** The filters by parameter, as stored values compare: the address in lower case, times as `created_at` holds them. */
+export type UserFilters = Partial<Record<FilterParameter, string>>
 
 /** A page starts after this user in the sort's order: its sort key (its id for an id sort) and id. */
 export interface Position {
@@ -41,21 +34,6 @@ export interface UserQuery {
   fields: ListedField[]
   /** Whether the total counts the filtered users (`count=exact`); unfiltered, it always does. */
   countFiltered: boolean
-}
-
-/** The query string as the schema lets it through (list.schemas.ts). */
-export interface ListParameters {
-  limit: number
-  offset: number
-  after?: string | undefined
-  sort?: Sort | undefined
-  email?: string | undefined
-  name?: string | undefined
-  name_prefix?: string | undefined
-  created_after?: string | undefined
-  created_before?: string | undefined
-  fields?: string | undefined
-  count?: 'exact' | undefined
 }
 
 export const sortKey = (sort: Sort): SortKey => (sort.startsWith('-') ? sort.slice(1) : sort) as SortKey
@@ -90,10 +68,17 @@ function storedInstant (parameter: string, text: string, rounding: 'down' | 'up'
   return shifted < 0 ? EARLIEST : shifted > 9999 ? LATEST : instant.toISOString()
 }
 
+/** A filter's value as stored values compare, where it differs from the text sent. */
+const STORED_FORM: Partial<Record<FilterParameter, (text: string) => string>> = {
+  email: (text) => text.toLowerCase(),
+  created_after: (text) => storedInstant('created_after', text, 'down'),
+  created_before: (text) => storedInstant('created_before', text, 'up')
+}
+
 /** The filters' fingerprint, carried by a cursor: short, and showing none of their values. */
 function fingerprint (filters: UserFilters): string {
   if (!hasFilters(filters)) return ''
-  const values = [filters.email, filters.name, filters.namePrefix, filters.createdAfter, filters.createdBefore]
+  const values = FILTER_PARAMETERS.map((name) => filters[name])
   return createHash('sha256').update(JSON.stringify(values)).digest('base64url').slice(0, 12)
 }
 
@@ -140,7 +125,7 @@ function position (after: string, sort: Sort, filters: UserFilters): Position {
   const [cursorSort, cursorKey, id, search] = cursor
   if (cursorSort !== sort) throw invalidQuery('/after', `is a cursor of pages sorted by ${cursorSort}, not by ${sort}`)
   if (search !== fingerprint(filters)) {
-    throw invalidQuery('/after', 'is a cursor of another search: send the filters (email, name, name_prefix, created_after, created_before) of the page it came from')
+    throw invalidQuery('/after', `is a cursor of another search: send the filters (${FILTER_PARAMETERS.join(', ')}) of the page it came from`)
   }
   return { key: cursorKey, id }
 }
@@ -150,14 +135,12 @@ export function userQuery (parameters: ListParameters): UserQuery {
   if (parameters.name !== undefined && parameters.name_prefix !== undefined) {
     throw invalidQuery('', 'must not have both name and name_prefix: name is one exact name, name_prefix every name that starts with it')
   }
-  const filters: UserFilters = {
-    email: parameters.email?.toLowerCase(),
-    name: parameters.name,
-    namePrefix: parameters.name_prefix,
-    createdAfter: parameters.created_after === undefined ? undefined : storedInstant('created_after', parameters.created_after, 'down'),
-    createdBefore: parameters.created_before === undefined ? undefined : storedInstant('created_before', parameters.created_before, 'up')
+  const filters: UserFilters = {}
+  for (const name of FILTER_PARAMETERS) {
+    const value = parameters[name]
+    if (value !== undefined) filters[name] = (STORED_FORM[name] ?? ((text: string) => text))(value)
   }
-  const sort = parameters.sort ?? 'id'
+  const sort = parameters.sort
   const fields = parameters.fields === undefined ? DEFAULT_FIELDS : LISTED_FIELDS.filter((field) => parameters.fields!.split(',').includes(field))
   return {
     filters,

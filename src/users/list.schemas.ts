@@ -1,7 +1,9 @@
-/** The contract of `GET /users`. */
-import { Type } from 'typebox'
+/**
+ * The contract of `GET /users`, and the one declaration of its parameters: their types come from
+ * it, `Link` repeats them in its order, and a cursor's fingerprint covers its filters.
+ */
+import { type Static, Type } from 'typebox'
 import { errorResponse, type HeaderSchema, refTo } from '../http/schemas.js'
-import { LISTED_FIELDS, SORTS } from './list-query.js'
 import { databaseUnavailable, Email, ETAG, IfNoneMatch, Limit, MAX_OFFSET, Name, notModified, Offset, UserSummary } from './user.schemas.js'
 
 const LINK: HeaderSchema = {
@@ -15,9 +17,31 @@ const TOTAL_COUNT: HeaderSchema = {
   required: false
 }
 
+export const SORTS = ['id', '-id', 'name', '-name', 'created_at', '-created_at'] as const
+export const LISTED_FIELDS = ['id', 'name', 'email', 'created_at'] as const
+
 const FIELD_LIST = `(${LISTED_FIELDS.join('|')})`
 
-const ListParameters = Type.Object({
+/** The filters: each narrows the page through an index (repository.ts's `matching` says how). */
+const FILTERS = {
+  email: Type.Optional(Type.Unsafe<string>({
+    ...Email,
+    description: 'Only the users with this address, whatever the case of its letters (`Ada@Example.COM` finds `ada@example.com`). ' +
+      'Under `AUTH=writes` this needs a token, as under `AUTH=all`; under `AUTH_SCOPES=on`, one with `users:read`.'
+  })),
+  name: Type.Optional(Type.Unsafe<string>({ ...Name, description: 'Only the users with exactly this name (case and all).' })),
+  name_prefix: Type.Optional(Type.Unsafe<string>({
+    ...Name,
+    description: 'Only the users whose name starts with this text (case and all). Not with `name`.',
+    examples: ['Ad']
+  })),
+  created_after: Type.Optional(Type.String({ format: 'date-time', description: 'Only the users stored after this time (RFC 3339; to the millisecond).', examples: ['2026-12-01T00:00:00Z'] })),
+  created_before: Type.Optional(Type.String({ format: 'date-time', description: 'Only the users stored before this time (RFC 3339; to the millisecond).', examples: ['2026-12-02T00:00:00Z'] }))
+}
+export type FilterParameter = keyof typeof FILTERS
+export const FILTER_PARAMETERS = Object.keys(FILTERS) as FilterParameter[]
+
+const ListParametersSchema = Type.Object({
   limit: Limit(100),
   offset: Offset,
   after: Type.Optional(Type.String({
@@ -33,19 +57,7 @@ const ListParameters = Type.Object({
     description: 'The order: by `id`, `name` (by Unicode code point, so `Zoe` before `ada`) or `created_at`, ascending, or descending with `-`. ' +
       'Users with the same name or time come in id order (descending with `-`).'
   }),
-  email: Type.Optional(Type.Unsafe<string>({
-    ...Email,
-    description: 'Only the users with this address, whatever the case of its letters (`Ada@Example.COM` finds `ada@example.com`). ' +
-      'Under `AUTH=writes` this needs a token, as under `AUTH=all`; under `AUTH_SCOPES=on`, one with `users:read`.'
-  })),
-  name: Type.Optional(Type.Unsafe<string>({ ...Name, description: 'Only the users with exactly this name (case and all).' })),
-  name_prefix: Type.Optional(Type.Unsafe<string>({
-    ...Name,
-    description: 'Only the users whose name starts with this text (case and all). Not with `name`.',
-    examples: ['Ad']
-  })),
-  created_after: Type.Optional(Type.String({ format: 'date-time', description: 'Only the users stored after this time (RFC 3339; to the millisecond).', examples: ['2026-12-01T00:00:00Z'] })),
-  created_before: Type.Optional(Type.String({ format: 'date-time', description: 'Only the users stored before this time (RFC 3339; to the millisecond).', examples: ['2026-12-02T00:00:00Z'] })),
+  ...FILTERS,
   fields: Type.Optional(Type.String({
     pattern: `^${FIELD_LIST}(,${FIELD_LIST})*$`,
     description: `The members of each user, comma-separated, from ${LISTED_FIELDS.map((field) => `\`${field}\``).join(', ')}; by default \`id,name\`. ` +
@@ -58,6 +70,11 @@ const ListParameters = Type.Object({
   }))
 })
 
+/** The query string as the schema lets it through. */
+export type ListParameters = Static<typeof ListParametersSchema>
+/** The parameters `Link` repeats, in the schema's order: all but where the page starts. */
+export const REPEATED = Object.keys(ListParametersSchema.properties).filter((name) => name !== 'offset' && name !== 'after') as Array<Exclude<keyof ListParameters, 'offset' | 'after'>>
+
 export const ListUsersSchema = {
   summary: 'List, find and sort stored users',
   description: 'Users in ascending `id` order, or by `sort`, one page at a time: by `after` (every page costs the ' +
@@ -66,7 +83,7 @@ export const ListUsersSchema = {
     'the next page and the first; `X-Total-Count` holds how many users there are in all, or, with `count=exact`, how many the filters match.',
   operationId: 'listUsers',
   tags: ['users'],
-  querystring: ListParameters,
+  querystring: ListParametersSchema,
   headers: IfNoneMatch,
   response: {
     200: Type.Array(refTo(UserSummary), {

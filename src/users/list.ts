@@ -2,16 +2,14 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 
 import { conditionalGet } from '../http/conditional-get.js'
-import { ListUsersSchema } from './list.schemas.js'
-import { type ListedField, type ListParameters, nextAfter, readsEmail, sortKey, userQuery, type UserQuery } from './list-query.js'
+import { type ListParameters, ListUsersSchema, REPEATED } from './list.schemas.js'
+import { type ListedField, nextAfter, readsEmail, sortKey, userQuery, type UserQuery } from './list-query.js'
+import * as repository from './repository.js'
 import type { ListedUser } from './repository.js'
-
-/** The parameters `Link` repeats, in this order, with `after` last. */
-const REPEATED = ['limit', 'sort', 'email', 'name', 'name_prefix', 'created_after', 'created_before', 'fields', 'count'] as const
 
 /**
  * RFC 8288 links: `first`, and `next` after this page's last user when the page is full, so that
- * every page costs the same.
+ * every page costs the same; each repeats the request's parameters, with `after` last.
  */
 function pageLinks (parameters: ListParameters, query: UserQuery, users: ListedUser[]): string {
   const given = REPEATED.flatMap((name) => {
@@ -40,7 +38,7 @@ function withFields (users: ListedUser[], { fields, sort }: UserQuery): ListedUs
 const listUsers: FastifyPluginAsyncTypebox = async (app) => {
   app.get('/users', app.protect('users:read', { schema: ListUsersSchema, onSend: conditionalGet }, { readsPersonalData: (request) => readsEmail(request.query as object) }), async (request, reply) => {
     const query = userQuery(request.query)
-    const { users, total } = await app.users.list(query)
+    const { users, total } = await repository.listUsers(app.db, query)
     if (total !== undefined) reply.header('x-total-count', total)
     reply.header('link', pageLinks(request.query, query, users))
     return withFields(users, query)

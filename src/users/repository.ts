@@ -1,7 +1,6 @@
 /** Storage of user records: plain functions over `db`, the only module that writes SQL for them. */
 import { sql, type CompiledQuery, type Expression, type ExpressionBuilder, type Kysely, type SqlBool } from 'kysely'
-import { createUserOnce, forgetIdempotencyKeys, type IdempotencyKey } from './idempotency-keys.js'
-import { hasFilters, type ListedField, sortKey, type UserFilters, type UserQuery } from './list-query.js'
+import { DEFAULT_FIELDS, hasFilters, type ListedField, sortKey, type UserFilters, type UserQuery } from './list-query.js'
 import type { Database, NewUser, UserOwner, UserRow } from '../storage/schema.js'
 
 export type UserSummary = Pick<UserRow, 'id' | 'name'>
@@ -101,12 +100,6 @@ export async function deleteUser (db: Kysely<Database>, id: number, expected: Ex
 /** How many users there are: the sum of the counter rows a trigger keeps. */
 const userTotal = compiledOnce((db) => db.selectFrom('user_counts').select(sql<number | string>`coalesce(sum(total), 0)`.as('total')).compile())
 
-const pageOf = (db: Kysely<Database>) => db.selectFrom('users').select(['id', 'name'])
-/** limit, offset */
-const pageAt = compiledOnce((db) => pageOf(db).orderBy('id').limit(0).offset(0).compile())
-/** after, limit, offset */
-const pageAfter = compiledOnce((db) => pageOf(db).where('id', '>', 0).orderBy('id').limit(0).offset(0).compile())
-
 /** A listed user: the members asked for, and those its page's order needs. */
 export type ListedUser = Partial<Pick<UserRow, ListedField>> & { id: number }
 
@@ -115,13 +108,13 @@ function matching (eb: ExpressionBuilder<Database, 'users'>, filters: UserFilter
   const conditions: Array<Expression<SqlBool>> = []
   if (filters.email !== undefined) conditions.push(eb(eb.fn<string>('lower', ['email']), '=', filters.email))
   if (filters.name !== undefined) conditions.push(eb('name', '=', filters.name))
-  if (filters.namePrefix !== undefined) {
-    conditions.push(eb('name', '>=', filters.namePrefix))
-    const end = prefixEnd(filters.namePrefix)
+  if (filters.name_prefix !== undefined) {
+    conditions.push(eb('name', '>=', filters.name_prefix))
+    const end = prefixEnd(filters.name_prefix)
     if (end !== undefined) conditions.push(eb('name', '<', end))
   }
-  if (filters.createdAfter !== undefined) conditions.push(eb('created_at', '>', filters.createdAfter))
-  if (filters.createdBefore !== undefined) conditions.push(eb('created_at', '<', filters.createdBefore))
+  if (filters.created_after !== undefined) conditions.push(eb('created_at', '>', filters.created_after))
+  if (filters.created_before !== undefined) conditions.push(eb('created_at', '<', filters.created_before))
   return eb.and(conditions)
 }
 
@@ -165,9 +158,13 @@ async function countMatching (db: Kysely<Database>, filters: UserFilters): Promi
   return Number(total)
 }
 
-/** The plain page, as docs/api.md shows it: by id, unfiltered, `id` and `name`; compiled once. */
+/** The plain page, as docs/api.md shows it: by id, unfiltered, `id` and `name`. */
+const PLAIN_PAGE: UserQuery = { filters: {}, sort: 'id', limit: 0, offset: 0, fields: DEFAULT_FIELDS, countFiltered: false }
 const isPlainPage = ({ filters, sort, fields }: UserQuery) =>
   sort === 'id' && !hasFilters(filters) && fields.length === 2 && fields[0] === 'id' && fields[1] === 'name'
+/** The plain page, built by pageQuery and compiled once: limit, offset; and after an id: after, limit, offset. */
+const pageAt = compiledOnce((db) => pageQuery(db, PLAIN_PAGE).compile())
+const pageAfter = compiledOnce((db) => pageQuery(db, { ...PLAIN_PAGE, after: { key: 0, id: 0 } }).compile())
 
 /**
  * One page, and the total: all users, kept by triggers; the filtered ones when asked (a count of
@@ -184,18 +181,3 @@ export async function listUsers (db: Kysely<Database>, query: UserQuery): Promis
   ])
   return { users, total }
 }
-
-/** The repository the routes use, over one database. */
-export function usersRepository (db: Kysely<Database>) {
-  return {
-    create: async (user: NewUser, owner?: UserOwner) => await createUser(db, user, owner),
-    createOnce: async (user: NewUser, idempotency: IdempotencyKey, owner?: UserOwner) => await createUserOnce(db, user, idempotency, owner),
-    forgetIdempotencyKeys: async (keptSince: string) => { await forgetIdempotencyKeys(db, keptSince) },
-    findById: async (id: number) => await findUser(db, id),
-    update: async (id: number, changes: UserChanges, expected: ExpectedVersions, writer: AllowedWriter) => await updateUser(db, id, changes, expected, writer),
-    delete: async (id: number, expected: ExpectedVersions, writer: AllowedWriter) => await deleteUser(db, id, expected, writer),
-    list: async (query: UserQuery) => await listUsers(db, query)
-  }
-}
-
-export type UserRepository = ReturnType<typeof usersRepository>

@@ -3,7 +3,8 @@ import assert from 'node:assert/strict'
 import { describe, test } from 'node:test'
 import { sql } from 'kysely'
 import type { FastifyInstance } from 'fastify'
-import { userQuery, type ListParameters } from '../../src/users/list-query.js'
+import type { ListParameters } from '../../src/users/list.schemas.js'
+import { userQuery } from '../../src/users/list-query.js'
 import { pageQuery } from '../../src/users/repository.js'
 import { postJson, testAppOn, testDatabases } from '../helpers.js'
 
@@ -182,7 +183,7 @@ for (const database of testDatabases) {
         // PostgreSQL reads a table this small whole, or sorts it, if it may; the question is whether an index serves the order.
         if (!sqlite) await sql`set enable_seqscan = off; set enable_bitmapscan = off; set enable_sort = off`.execute(db)
         for (const [parameters, index] of cases) {
-          const compiled = pageQuery(db, userQuery({ limit: 10, offset: 0, ...parameters })).compile()
+          const compiled = pageQuery(db, userQuery({ limit: 10, offset: 0, sort: 'id', ...parameters })).compile()
           const explain = sqlite ? 'explain query plan ' : 'explain '
           const { rows } = await db.executeQuery<Record<string, string>>({ ...compiled, sql: explain + compiled.sql })
           const plan = rows.map((row) => row.detail ?? row['QUERY PLAN']).join('\n')

@@ -12,7 +12,7 @@ import metricsCollection from '../../src/http/request/metrics.js'
 import health from '../../src/routes/health.js'
 import metricsRoute from '../../src/routes/metrics.js'
 import root from '../../src/routes/root.js'
-import users, { repository as usersRepository } from '../../src/users/index.js'
+import users from '../../src/users/index.js'
 import { repositoryRoot } from '../process.js'
 
 const source = join(repositoryRoot, 'src')
@@ -83,7 +83,7 @@ test('src/http/ keeps a folder per stage a request passes, each named in src/REA
 
 test('a plugin registered without what it needs stops start-up, naming the plugin it needs', async () => {
   const needs: Array<[FastifyPluginAsync<any>, string]> = [
-    [users, 'guards'], [usersRepository, 'storage'], [events, 'storage'], [root, 'guards'], [health, 'storage'], [metricsRoute, 'guards'], [metricsCollection, 'edge']
+    [users, 'guards'], [events, 'storage'], [root, 'guards'], [health, 'storage'], [metricsRoute, 'guards'], [metricsCollection, 'edge']
   ]
   for (const [plugin, dependency] of needs) {
     const app = Fastify()

@@ -98,10 +98,10 @@ describe('SQLite under the service', () => {
     // More reads than one batch carries, and a write after every few, committed between batches.
     const pages = Array.from({ length: 300 }, (_, i) => {
       if (i % 10 === 0) createUser(storage.db, { name: 'Ada', email: 'ada@example.com' }).catch(() => {})
-      return listUsers(storage.db, userQuery({ limit: 1000, offset: 0 }))
+      return listUsers(storage.db, userQuery({ limit: 1000, offset: 0, sort: 'id' }))
     })
     for (const { users, total } of await Promise.all(pages)) assert.ok(users.length <= total!, `${users.length} users, total ${total}`)
-    assert.equal((await listUsers(storage.db, userQuery({ limit: 1000, offset: 0 }))).total, 30, 'every write committed')
+    assert.equal((await listUsers(storage.db, userQuery({ limit: 1000, offset: 0, sort: 'id' }))).total, 30, 'every write committed')
   })
 
   test('should the SQLite worker stop, what it held answers 503 at once, and the next request reopens the file with every user on it', async (t) => {
