@@ -2,7 +2,7 @@ import type { Kysely } from 'kysely'
 
 /**
  * Who created each user, when ownership is on (`USER_OWNERSHIP=on`): the issuer and subject of
- * the token that stored it. Users stored before, or without a token, have none.
+ * the token that stored it. A user stored while ownership is off, or without a token, has none.
  */
 export function userOwners () {
   return {
