@@ -138,7 +138,7 @@ export function userQuery (parameters: ListParameters): UserQuery {
   const filters: UserFilters = {}
   for (const name of FILTER_PARAMETERS) {
     const value = parameters[name]
-    if (value !== undefined) filters[name] = (STORED_FORM[name] ?? ((text: string) => text))(value)
+    if (value !== undefined) filters[name] = STORED_FORM[name]?.(value) ?? value
   }
   const sort = parameters.sort
   const fields = parameters.fields === undefined ? DEFAULT_FIELDS : LISTED_FIELDS.filter((field) => parameters.fields!.split(',').includes(field))

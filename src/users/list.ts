@@ -5,13 +5,12 @@ import { conditionalGet } from '../http/conditional-get.js'
 import { type ListParameters, ListUsersSchema, REPEATED } from './list.schemas.js'
 import { type ListedField, nextAfter, readsEmail, sortKey, userQuery, type UserQuery } from './list-query.js'
 import * as repository from './repository.js'
-import type { ListedUser } from './repository.js'
 
 /**
  * RFC 8288 links: `first`, and `next` after this page's last user when the page is full, so that
  * every page costs the same; each repeats the request's parameters, with `after` last.
  */
-function pageLinks (parameters: ListParameters, query: UserQuery, users: ListedUser[]): string {
+function pageLinks (parameters: ListParameters, query: UserQuery, users: repository.ListedUser[]): string {
   const given = REPEATED.flatMap((name) => {
     const value = parameters[name]
     // The default order goes unsaid, so that a plain page's links stay as docs/api.md shows them.
@@ -25,7 +24,7 @@ function pageLinks (parameters: ListParameters, query: UserQuery, users: ListedU
 }
 
 /** Each user with only the members asked for: a page also reads its users' ids and sort keys, for `Link`. */
-function withFields (users: ListedUser[], { fields, sort }: UserQuery): ListedUser[] {
+function withFields (users: repository.ListedUser[], { fields, sort }: UserQuery): repository.ListedUser[] {
   const unasked = [...new Set(['id', sortKey(sort)])].filter((field) => !fields.includes(field as ListedField)) as ListedField[]
   if (unasked.length === 0) return users
   return users.map((user) => {

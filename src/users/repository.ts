@@ -161,7 +161,7 @@ async function countMatching (db: Kysely<Database>, filters: UserFilters): Promi
 /** The plain page, as docs/api.md shows it: by id, unfiltered, `id` and `name`. */
 const PLAIN_PAGE: UserQuery = { filters: {}, sort: 'id', limit: 0, offset: 0, fields: DEFAULT_FIELDS, countFiltered: false }
 const isPlainPage = ({ filters, sort, fields }: UserQuery) =>
-  sort === 'id' && !hasFilters(filters) && fields.length === 2 && fields[0] === 'id' && fields[1] === 'name'
+  sort === PLAIN_PAGE.sort && !hasFilters(filters) && fields.length === DEFAULT_FIELDS.length && fields.every((field, index) => field === DEFAULT_FIELDS[index])
 /** The plain page, built by pageQuery and compiled once: limit, offset; and after an id: after, limit, offset. */
 const pageAt = compiledOnce((db) => pageQuery(db, PLAIN_PAGE).compile())
 const pageAfter = compiledOnce((db) => pageQuery(db, { ...PLAIN_PAGE, after: { key: 0, id: 0 } }).compile())

@@ -78,11 +78,9 @@ async function requestContext (app: FastifyInstance, { observe }: { observe?: ((
     const client = request.ip // read now: a closed socket forgets its peer
     reply.raw.once('close', () => {
       if (reply.raw.writableEnded) return
-      if (reply.raw.headersSent) {
-        app.log.info({ ...accessFields(request, reply), client, statusCode: reply.statusCode }, 'connection closed while its answer was being sent')
-      } else {
-        app.log.info({ ...accessFields(request, reply), client }, 'request aborted: its connection closed before it was answered')
-      }
+      const begun = reply.raw.headersSent
+      app.log.info({ ...accessFields(request, reply), client, statusCode: begun ? reply.statusCode : undefined },
+        begun ? 'connection closed while its answer was being sent' : 'request aborted: its connection closed before it was answered')
     })
   }
 
