@@ -81,19 +81,21 @@ export async function migrateToLatest (db: Kysely<any>, dialect: Dialect, { appl
   }
   if (!apply) return await migrate(db)
   if (dialect === 'sqlite') return await underSqliteWriteLock(db, migrate)
-  // Kysely's migrator lists the tables of every schema to find its own: a schema that another
-  // process drops meanwhile fails the listing (3F000), and the next try does not see it.
+  // Kysely's migrator lists the tables of every schema to find its own: a schema or table that
+  // another process drops meanwhile fails the listing (3F000, 42P01); the next try does not see it.
   for (let attempt = 1; ; attempt++) {
     try {
       return await underPostgresLock(db, migrate)
     } catch (error) {
-      if (attempt === MIGRATION_TRIES || (error as { code?: unknown }).code !== '3F000') throw error
+      if (attempt === MIGRATION_TRIES || !DROPPED_WHILE_LISTED.has((error as { code?: unknown }).code)) throw error
     }
   }
 }
 
-/** Tries of a PostgreSQL migration that failed on a schema dropped while it ran. */
+/** Tries of a PostgreSQL migration that failed on a schema or table dropped while it ran. */
 const MIGRATION_TRIES = 3
+/** PostgreSQL's codes for a schema (invalid_schema_name) and a table (undefined_table) not found. */
+const DROPPED_WHILE_LISTED = new Set<unknown>(['3F000', '42P01'])
 
 /** The names of the migrations the database records as run; none on a new database. */
 async function executedMigrations (db: Kysely<any>, dialect: Dialect, schema: string | undefined): Promise<string[]> {

@@ -4,9 +4,10 @@ import http from 'node:http'
 import { describe, test, type TestContext } from 'node:test'
 import { setTimeout as sleep } from 'node:timers/promises'
 import pg from 'pg'
+import { Kysely, PostgresDialect } from 'kysely'
 import { Migrator } from 'kysely/migration'
 import { createDatabase } from '../../src/storage/database.js'
-import { MIGRATION_LOCK_KEY, migrations as allMigrations } from '../../src/storage/migrate.js'
+import { MIGRATION_LOCK_KEY, migrateToLatest, migrations as allMigrations } from '../../src/storage/migrate.js'
 import { captureLogs, postJson, postJsonOver as post, postgresDatabase, postgresQuery, rawRequest, testApp, testDatabases, waitFor, type TestDatabase } from '../helpers.js'
 import { behindPgBouncer, pgBouncerClients, pgBouncerWith } from '../pgbouncer.js'
 import { runScript, serverUnderOpenFileLimit, startService } from '../process.js'
@@ -454,6 +455,32 @@ describe('PostgreSQL refusing work for a while', { skip: postgres.skip }, () => 
     const app = await testApp(t, { DATABASE_URL: role.url })
     assert.equal((await postJson(app, '/users', { name: 'Ada', email: 'ada@example.com' })).statusCode, 201)
     assert.equal((await app.inject('/users/1')).statusCode, 200)
+  })
+
+  test('a schema or table another process drops while the migrator lists every schema\'s tables: the migration tries again and completes', async (t) => {
+    const { url } = await postgresDatabase(t)
+    // PostgreSQL's answers when the listing meets a schema, then a table, dropped meanwhile.
+    const dropped = ['3F000', '42P01']
+    const listings: string[] = []
+    const pool = new pg.Pool({ connectionString: url, max: 1 })
+    pool.on('connect', (client) => {
+      const query = client.query.bind(client) as (text: string, values?: unknown[]) => Promise<unknown>
+      Object.assign(client, {
+        query: async (text: string, values?: unknown[]) => {
+          if (typeof text === 'string' && text.includes('pg_attribute')) {
+            const code = dropped[listings.length]
+            listings.push(code ?? 'listed')
+            if (code !== undefined) throw Object.assign(new Error('dropped while listed'), { code })
+          }
+          return await query(text, values)
+        }
+      })
+    })
+    const db = new Kysely<any>({ dialect: new PostgresDialect({ pool }) })
+    // Closed before the database is dropped, which ends its connections.
+    const outcome = await migrateToLatest(db, 'postgres').finally(() => db.destroy())
+    assert.deepEqual(outcome.applied, Object.keys(allMigrations('postgres')))
+    assert.deepEqual(listings.slice(0, 3), ['3F000', '42P01', 'listed'])
   })
 
   test('a migration that needs longer than start-up gives it: start-up stops with one line saying so, and npm run migrate runs it to the end', async (t) => {
