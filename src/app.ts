@@ -24,11 +24,13 @@ import swagger from './http/pages/swagger.js'
 import swaggerUi from './http/pages/swagger-ui.js'
 import health from './routes/health.js'
 import metricsRoute from './routes/metrics.js'
+import problems from './routes/problems.js'
 import root from './routes/root.js'
 import users from './users/index.js'
 import events, { UserEvent, webhooksDocument } from './events/index.js'
-import { ErrorSchema } from './http/schemas.js'
+import { ErrorSchema, ProblemSchema } from './http/schemas.js'
 import { statusSchemas } from './routes/health.schemas.js'
+import { problemSchemas } from './routes/problems.schemas.js'
 import { greetingSchemas } from './routes/root.schemas.js'
 import { userSchemas } from './users/user.schemas.js'
 import { registerSchemas } from './http/request-validation.js'
@@ -54,7 +56,7 @@ export async function buildApp (config: Config, options: BuildOptions = {}): Pro
     schemaController
   }).withTypeProvider<TypeBoxTypeProvider>()
   // The schemas routes refer to by `$id`, named once so that the document and generated clients share them.
-  registerSchemas(app, [ErrorSchema, ...statusSchemas, ...greetingSchemas, ...userSchemas, UserEvent])
+  registerSchemas(app, [ErrorSchema, ProblemSchema, ...statusSchemas, ...greetingSchemas, ...problemSchemas, ...userSchemas, UserEvent])
 
   await app.register(edge, { maxConnections: config.maxConnections, bodyLimit: config.bodyLimit })
   if (options.tracing !== undefined) await app.register(options.tracing.plugin)
@@ -87,6 +89,7 @@ export async function buildApp (config: Config, options: BuildOptions = {}): Pro
   await app.register(users, { idempotencyKeyTtlMs: config.idempotencyKeyTtlMs, requireIfMatch: config.requireIfMatch, ownership: config.userOwnership })
   await app.register(events, { config: config.events, dialect: config.database.dialect, metrics: metrics?.registry })
   await app.register(health)
+  await app.register(problems)
   if (metricsOnApiPort) await app.register(metricsRoute, { access: config.metricsAccess })
   // Pages for a browser, under helmet's headers and the bound on files sent at once.
   await app.register(async (pages) => {

@@ -38,7 +38,7 @@ export const EventsSchema = {
   operationId: 'followEvents',
   tags: ['events'],
   querystring: Type.Object({
-    after: Type.Optional(Type.Integer({ minimum: 0, description: 'Start after this event id; `0` starts at the oldest event kept. `Last-Event-ID` wins over it.', examples: [0] })),
+    after: Type.Optional(Type.Integer({ minimum: 0, maximum: Number.MAX_SAFE_INTEGER, description: 'Start after this event id; `0` starts at the oldest event kept. `Last-Event-ID` wins over it.', examples: [0] })),
     ticket: Type.Optional(Type.String({
       pattern: '^[A-Za-z0-9_-]{1,128}$',
       description: 'A ticket from `POST /events/tickets`, in place of `Authorization` for a browser\'s `EventSource`, which sends no header: ' +
@@ -53,10 +53,10 @@ export const EventsSchema = {
       description: STREAM_TEXT,
       content: { 'text/event-stream': { schema: Type.String({ description: STREAM_TEXT, examples: ['id: 42\nevent: user.updated\ndata: {"id":42,"type":"user.updated","timestamp":"2026-12-02T13:21:41.118Z","data":{"userId":7,"changed":["name"]}}\n\n'] }) } }
     },
-    400: errorResponse('`Last-Event-ID` or `after` is not an event id, or names one after the newest: it comes from another feed.'),
-    410: errorResponse('Events after the position asked for are purged (`EVENTS_RETENTION`); the message names the oldest kept. Read the users again, then follow from the newest.'),
-    429: errorResponse('This client (a token\'s subject, else an address) has `EVENTS_MAX_READERS_PER_CLIENT` streams open: close one, or retry after `Retry-After` seconds.', { 'Retry-After': RETRY_AFTER }),
-    503: errorResponse('The database cannot do its work now, or this instance has `EVENTS_MAX_READERS` streams open; retry after `Retry-After` seconds.', { 'Retry-After': RETRY_AFTER })
+    400: errorResponse(['validation_failed', 'event_from_another_feed'], '`Last-Event-ID` or `after` is not an event id, or names one after the newest: it comes from another feed.'),
+    410: errorResponse(['events_purged'], 'Events after the position asked for are purged (`EVENTS_RETENTION`); the message names the oldest kept. Read the users again, then follow from the newest.'),
+    429: errorResponse(['too_many_streams_for_client'], 'This client (a token\'s subject, else an address) has `EVENTS_MAX_READERS_PER_CLIENT` streams open: close one, or retry after `Retry-After` seconds.', { 'Retry-After': RETRY_AFTER }),
+    503: errorResponse(['database_unavailable', 'too_many_streams'], 'The database cannot do its work now, or this instance has `EVENTS_MAX_READERS` streams open; retry after `Retry-After` seconds.', { 'Retry-After': RETRY_AFTER })
   }
 }
 
@@ -72,7 +72,7 @@ export const TicketSchema = {
       ticket: Type.String({ description: 'Random; kept by the service only as its hash.', examples: ['3q2-7wVkT1r2YkPp3Bf9yZ0cWnq8vL5uJmN4hXgA6sE'] }),
       expires_in: Type.Integer({ minimum: 1, description: 'Seconds the ticket may wait to be used.', examples: [30] })
     }, { additionalProperties: false, description: 'A ticket for one stream.' }),
-    503: errorResponse('The database cannot do its work now; retry after `Retry-After` seconds.', { 'Retry-After': RETRY_AFTER })
+    503: errorResponse(['database_unavailable'], 'The database cannot do its work now; retry after `Retry-After` seconds.', { 'Retry-After': RETRY_AFTER })
   }
 }
 

@@ -7,7 +7,7 @@
  */
 import { Readable } from 'node:stream'
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
-import type { FastifyInstance, FastifyRequest } from 'fastify'
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
 import { AppError } from '../http/errors.js'
 import { EventsSchema } from './events.schemas.js'
 import type { EventFeed } from './feed.js'
@@ -16,8 +16,6 @@ import { ticketHolder } from './tickets.js'
 
 /** How long a reconnecting EventSource waits before it tries again, as the stream tells it. */
 const RECONNECT_MS = 1000
-/** How long a reader refused for the bound on streams is asked to wait. */
-const RETRY_AFTER_S = 5
 
 /** Whom a stream is counted against: the token's issuer and subject when one was verified, else the address. */
 const clientOf = (request: FastifyRequest): string => request.user?.sub === undefined
@@ -30,11 +28,13 @@ async function startingPosition (app: FastifyInstance, feed: EventFeed, lastEven
   const asked = lastEventId !== undefined ? Number(lastEventId) : after
   if (asked === undefined) return newest
   if (asked > newest) {
-    throw new AppError(`Event ${asked} is after the newest event (${newest}): this id comes from another feed. Follow from ${newest}, or without Last-Event-ID`)
+    throw new AppError('event_from_another_feed', { asked, newest })
   }
   const oldest = await oldestPosition(app.db)
+  // 0 names no event: it is the start of whatever the feed still keeps.
+  if (asked === 0) return Math.max(oldest - 1, 0)
   if (asked < oldest - 1) {
-    throw new AppError(`Events after ${asked} are purged (EVENTS_RETENTION): the oldest kept is ${oldest}. Read the users again, then follow from ${newest}`, 410)
+    throw new AppError('events_purged', { asked, oldest, newest })
   }
   return asked
 }
@@ -83,11 +83,8 @@ const followEvents: FastifyPluginAsyncTypebox<{ feed: EventFeed, heartbeatMs: nu
   /** Counts a new stream of the client, or refuses it past a bound: readers are few connections, never all of them. */
   function admit (client: string): void {
     const open = byClient.get(client) ?? 0
-    const retry = { 'retry-after': String(RETRY_AFTER_S) }
-    if (open >= bounds.maxReadersPerClient) {
-      throw new AppError(`Too many event streams open for this client: at most ${bounds.maxReadersPerClient} (EVENTS_MAX_READERS_PER_CLIENT). Close one, or retry later`, 429, retry)
-    }
-    if (readers.size >= bounds.maxReaders) throw new AppError('Too many event streams are open on this instance (EVENTS_MAX_READERS): retry shortly', 503, retry)
+    if (open >= bounds.maxReadersPerClient) throw new AppError('too_many_streams_for_client', { max: bounds.maxReadersPerClient })
+    if (readers.size >= bounds.maxReaders) throw new AppError('too_many_streams')
     byClient.set(client, open + 1)
   }
   function release (client: string): void {
@@ -135,8 +132,15 @@ const followEvents: FastifyPluginAsyncTypebox<{ feed: EventFeed, heartbeatMs: nu
     })
     const text = Readable.from(eventText(feed, start, heartbeatMs, reader), { objectMode: false })
     // Fastify sends a stream as it is; the type provider knows only the JSON bodies of the schema.
-    return await reply.type('text/event-stream; charset=utf-8').header('cache-control', 'no-store').header('x-accel-buffering', 'no').send(text as never)
+    return await streamHeaders(reply).send(text as never)
+  })
+  // HEAD answers as every other GET does: the stream's status and headers, with no stream held open.
+  app.head('/events', app.protect('events:read', { schema: { ...EventsSchema, hide: true } }, guards), async (request, reply) => {
+    await startingPosition(app, feed, request.headers['last-event-id'], request.query.after)
+    return await streamHeaders(reply).send()
   })
 }
+
+const streamHeaders = (reply: FastifyReply) => reply.type('text/event-stream; charset=utf-8').header('cache-control', 'no-store').header('x-accel-buffering', 'no')
 
 export default followEvents

@@ -7,7 +7,7 @@ import { createHash, randomBytes } from 'node:crypto'
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import type { FastifyRequest } from 'fastify'
 import type { Kysely } from 'kysely'
-import { unauthorized } from '../http/errors.js'
+import { AppError } from '../http/errors.js'
 import type { Database, UserOwner } from '../storage/schema.js'
 import { TicketSchema } from './events.schemas.js'
 import { storedNow } from './outbox.js'
@@ -40,7 +40,7 @@ export function ticketHolder (db: Kysely<Database>) {
     const { ticket } = request.query as { ticket?: unknown }
     if (typeof ticket !== 'string') return undefined
     const holder = await redeemTicket(db, ticket)
-    if (holder === undefined) throw unauthorized('Ticket is unknown, used or expired: ask for a new one (POST /events/tickets)')
+    if (holder === undefined) throw new AppError('ticket_invalid')
     return holder
   }
 }

@@ -5,7 +5,7 @@
 import type { ErrorObject } from 'ajv'
 import type { FastifyInstance, FastifySchemaCompiler, FastifyServerOptions } from 'fastify'
 import { createAjv, createCoercingAjv } from '../validation/ajv.js'
-import { AppError } from './errors.js'
+import { ValidationError } from './errors.js'
 import { MAX_DETAILS, type ValidationDetail } from './schemas.js'
 
 /** `namedSchemas` are those the routes refer to by `$id`. */
@@ -23,18 +23,14 @@ function createValidatorCompiler (namedSchemas: object[]): FastifySchemaCompiler
  */
 export const STORABLE_TEXT = '^[^\\u0000\\ud800-\\udfff]*$'
 
-/** One of Ajv's errors in the contract's words: where, from the part's root, and what. */
-function describe (error: ErrorObject): { path: string, message: string } {
-  if (error.keyword === 'additionalProperties') {
-    return { path: error.instancePath, message: `must NOT have additional property ${JSON.stringify(error.params.additionalProperty)}` }
-  }
+/** One of Ajv's errors in the contract's words: what is wrong. */
+function messageFor (error: ErrorObject): string {
+  if (error.keyword === 'additionalProperties') return `must NOT have additional property ${JSON.stringify(error.params.additionalProperty)}`
   if (error.keyword === 'pattern' && error.params.pattern === STORABLE_TEXT) {
-    return { path: error.instancePath, message: 'must not contain the NUL character (U+0000) or an unpaired surrogate (U+D800–U+DFFF)' }
+    return 'must not contain the NUL character (U+0000) or an unpaired surrogate (U+D800–U+DFFF)'
   }
-  if (error.keyword === 'enum') {
-    return { path: error.instancePath, message: `must be one of ${(error.params.allowedValues as unknown[]).join(', ')}` }
-  }
-  return { path: error.instancePath, message: error.message ?? 'is invalid' }
+  if (error.keyword === 'enum') return `must be one of ${(error.params.allowedValues as unknown[]).join(', ')}`
+  return error.message ?? 'is invalid'
 }
 
 type SchemaErrorFormatter = NonNullable<FastifyServerOptions['schemaErrorFormatter']>
@@ -47,11 +43,38 @@ const PART: Record<Parameters<SchemaErrorFormatter>[1], ValidationDetail['in']> 
  * the list of all as `details`.
  */
 export const formatSchemaError: SchemaErrorFormatter = (errors, dataVar) => {
-  const described = (errors as ErrorObject[]).map(describe)
-  const [first = { path: '', message: 'is invalid' }] = described
   const part = PART[dataVar]
-  const details = described.slice(0, MAX_DETAILS).map(({ path, message }) => ({ in: part, path, message }))
-  return new AppError(`${dataVar}${first.path} ${first.message}`, 400, {}, details)
+  const details: ValidationDetail[] = (errors as ErrorObject[]).slice(0, MAX_DETAILS)
+    .map((error) => ({ in: part, path: error.instancePath, message: messageFor(error), keyword: error.keyword, params: error.params }))
+  const [first = { path: '', message: 'is invalid' }] = details
+  return new ValidationError(`${dataVar}${first.path}`, first.message, details)
+}
+
+const decodes = (text: string): boolean => {
+  try {
+    decodeURIComponent(text)
+    return true
+  } catch {
+    return false
+  }
+}
+
+/**
+ * A query whose escapes do not decode to UTF-8 (`?name=%FF`) is refused, naming the parameter, where
+ * the query parser would keep the escape as text and match it literally.
+ */
+export function undecodableQuery (url: string): ValidationError | undefined {
+  const start = url.indexOf('?')
+  if (start === -1 || !url.includes('%', start)) return undefined
+  for (const pair of url.slice(start + 1).split('&')) {
+    const [name = '', value = ''] = pair.replaceAll('+', ' ').split('=', 2)
+    if (decodes(name) && decodes(value)) continue
+    const parameter = decodes(name) ? decodeURIComponent(name) : name
+    const message = 'must be percent-encoded UTF-8'
+    const path = `/${parameter.replaceAll('~', '~0').replaceAll('/', '~1')}`
+    return new ValidationError(`querystring${path}`, message, [{ in: 'query', path, message, keyword: 'encoding', params: { encoding: 'UTF-8' } }])
+  }
+  return undefined
 }
 
 /** Registers the schemas routes refer to by `$id`, and validates and words failures as above. */

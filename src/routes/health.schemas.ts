@@ -22,7 +22,7 @@ export const ReadySchema = {
   tags: ['operations'],
   response: {
     200: refTo(Status, { description: 'The database can do its work.' }),
-    503: errorResponse('The database cannot do its work now, the service is shutting down (`Shutting down`, from SIGTERM on), ' +
+    503: errorResponse(['database_unavailable', 'shutting_down', 'no_token_verifiable'], 'The database cannot do its work now, the service is shutting down (`Shutting down`, from SIGTERM on), ' +
       'or no key of the identity provider is kept to verify a token (`No token can be verified: …`, with why).')
   }
 }

@@ -8,14 +8,14 @@ const health: FastifyPluginAsyncTypebox = async (app) => {
   app.get('/health', { schema: HealthSchema }, async () => ({ status: 'ok' as const }))
 
   app.get('/ready', { schema: ReadySchema }, async () => {
-    if (app.draining) throw new AppError('Shutting down', 503)
+    if (app.draining) throw new AppError('shutting_down')
     const keysProblem = app.tokenKeysProblem()
-    if (keysProblem !== undefined) throw new AppError(`No token can be verified: ${keysProblem}`, 503)
+    if (keysProblem !== undefined) throw new AppError('no_token_verifiable', { problem: keysProblem })
     try {
       await app.checkDatabase()
     } catch {
       // The storage layer logs the outage, once as it starts and once as it ends.
-      throw new AppError('Database unavailable', 503)
+      throw new AppError('database_unavailable')
     }
     return { status: 'ok' as const }
   })

@@ -27,6 +27,6 @@ export const CustomSchema = {
   }),
   response: {
     200: refTo(Greeting, { description: 'Hello to `name`, or to the world.' }),
-    400: errorResponse('A query parameter has the wrong type, e.g. `age=abc`.')
+    400: errorResponse(['validation_failed'], 'A query parameter has the wrong type, e.g. `age=abc`.')
   }
 }

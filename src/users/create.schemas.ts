@@ -37,12 +37,12 @@ export const CreateUserSchema = {
       headers: { Location: LOCATION, ETag: CREATED_ETAG, 'Idempotent-Replayed': REPLAYED }
     }),
     400: invalid,
-    409: errorResponse('A request with this `Idempotency-Key` is still being answered by this instance; retry shortly.'),
-    422: errorResponse('This `Idempotency-Key` was used with a different body.'),
+    409: errorResponse(['idempotency_key_in_use'], 'A request with this `Idempotency-Key` is still being answered by this instance; retry shortly.'),
+    422: errorResponse(['idempotency_key_reused'], 'This `Idempotency-Key` was used with a different body.'),
     413: tooLarge,
     415: unsupported,
     503: databaseUnavailable,
-    507: errorResponse('Every user id, 1 to 2,147,483,647, is taken: no more users can be stored.')
+    507: errorResponse(['user_ids_exhausted'], 'Every user id, 1 to 2,147,483,647, is taken: no more users can be stored.')
   }
 }
 

@@ -38,7 +38,7 @@ const createUser: FastifyPluginAsyncTypebox<{ idempotencyKeyTtlMs: number, owner
     } else {
       // A retry that arrives while this process still answers the first is told so; one that
       // arrives at another instance waits, in the database, for the first to commit.
-      if (inFlight.has(key)) throw new AppError('A request with this Idempotency-Key is still being answered: retry shortly', 409)
+      if (inFlight.has(key)) throw new AppError('idempotency_key_in_use')
       inFlight.add(key)
       let outcome: CreateOnceOutcome
       try {
@@ -47,7 +47,7 @@ const createUser: FastifyPluginAsyncTypebox<{ idempotencyKeyTtlMs: number, owner
       } finally {
         inFlight.delete(key)
       }
-      if ('differentRequest' in outcome) throw new AppError('This Idempotency-Key was used with a different request body', 422)
+      if ('differentRequest' in outcome) throw new AppError('idempotency_key_reused')
       id = outcome.id
       if (outcome.replayed) reply.header('idempotent-replayed', 'true')
     }

@@ -14,7 +14,7 @@ export const deleteUserSchema = (requireIfMatch: boolean, ownership = false) => 
   headers: ifMatchHeaders(requireIfMatch),
   response: {
     204: Type.Null({ description: 'Erased. No body.' }),
-    400: errorResponse('The path cannot be decoded, e.g. `/users/%zz`.'),
+    400: errorResponse(['invalid_url'], 'The path cannot be decoded, e.g. `/users/%zz`.'),
     ...(ownership && { 403: notOwner }),
     404: notFound,
     412: preconditionFailed,

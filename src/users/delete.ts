@@ -7,7 +7,7 @@ import * as repository from './repository.js'
 const deleteUser: FastifyPluginAsyncTypebox<{ requireIfMatch: boolean, ownership: boolean }> = async (app, { requireIfMatch, ownership }) => {
   app.delete('/users/:id', app.protect('users:write', { schema: deleteUserSchema(requireIfMatch, ownership), schemaErrorFormatter: writeSchemaError }), async (request, reply) => {
     const { id, expected, writer } = writeTarget(app, request, ownership)
-    written(await repository.deleteUser(app.db, id, expected, writer))
+    written(await repository.deleteUser(app.db, id, expected, writer), expected)
     return await reply.code(204).send(null)
   })
 }

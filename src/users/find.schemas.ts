@@ -13,7 +13,7 @@ export const GetUserSchema = {
   response: {
     200: refTo(User, { description: 'The user.', headers: { ETag: USER_ETAG } }),
     304: notModified,
-    400: errorResponse('The path cannot be decoded, e.g. `/users/%zz`.'),
+    400: errorResponse(['invalid_url'], 'The path cannot be decoded, e.g. `/users/%zz`.'),
     404: notFound,
     503: databaseUnavailable
   }

@@ -5,7 +5,7 @@
  * fingerprint of its filters, so that a cursor used with another sort or search is refused.
  */
 import { createHash } from 'node:crypto'
-import { AppError } from '../http/errors.js'
+import { ValidationError } from '../http/errors.js'
 import { STORABLE_TEXT } from '../http/request-validation.js'
 import { MAX_USER_ID } from '../storage/schema.js'
 import { FILTER_PARAMETERS, type FilterParameter, LISTED_FIELDS, type ListParameters, SORTS } from './list.schemas.js'
@@ -39,8 +39,9 @@ export interface UserQuery {
 export const sortKey = (sort: Sort): SortKey => (sort.startsWith('-') ? sort.slice(1) : sort) as SortKey
 export const hasFilters = (filters: UserFilters): boolean => Object.values(filters).some((value) => value !== undefined)
 
-const invalidQuery = (path: string, message: string) =>
-  new AppError(`querystring${path} ${message}`, 400, {}, [{ in: 'query', path, message }])
+/** A rule of the query its schema cannot say, named as JSON Schema would name it where it can. */
+const invalidQuery = (path: string, message: string, keyword: string, params: Record<string, unknown>) =>
+  new ValidationError(`querystring${path}`, message, [{ in: 'query', path, message, keyword, params }])
 
 /** The instants `created_at` holds: UTC, to the millisecond, in a form that sorts as text. */
 const STORED_INSTANT = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/
@@ -55,7 +56,7 @@ const LATEST = '9999-12-31T23:59:59.999Z'
  */
 function storedInstant (parameter: string, text: string, rounding: 'down' | 'up'): string {
   const parts = DATE_TIME.exec(text)
-  if (parts === null) throw invalidQuery(`/${parameter}`, 'must match format "date-time"')
+  if (parts === null) throw invalidQuery(`/${parameter}`, 'must match format "date-time"', 'format', { format: 'date-time' })
   const [year, month, day, hour, minute, second] = parts.slice(1, 7).map(Number) as [number, number, number, number, number, number]
   const fraction = parts[7] ?? ''
   const milliseconds = Number(fraction.padEnd(3, '0').slice(0, 3)) + (rounding === 'up' && /[1-9]/.test(fraction.slice(3)) ? 1 : 0)
@@ -114,27 +115,24 @@ function position (after: string, sort: Sort, filters: UserFilters): Position {
   const key = sortKey(sort)
   if (/^[0-9]+$/.test(after)) {
     if (key !== 'id') {
-      throw invalidQuery('/after', `is a user id, which places pages sorted by id; pages sorted by ${sort} go on from the cursor in their Link header`)
+      throw invalidQuery('/after', `is a user id, which places pages sorted by id; pages sorted by ${sort} go on from the cursor in their Link header`, 'cursor', { sort })
     }
     const id = Number(after)
-    if (id > MAX_USER_ID) throw invalidQuery('/after', `must be <= ${MAX_USER_ID}`)
+    if (id > MAX_USER_ID) throw invalidQuery('/after', `must be <= ${MAX_USER_ID}`, 'maximum', { comparison: '<=', limit: MAX_USER_ID })
     return { key: id, id }
   }
   const cursor = readCursor(after)
-  if (cursor === undefined) throw invalidQuery('/after', 'must be a user id or a cursor from a Link header of this service')
+  if (cursor === undefined) throw invalidQuery('/after', 'must be a user id or a cursor from a Link header of this service', 'cursor', { sort })
   const [cursorSort, cursorKey, id, search] = cursor
-  if (cursorSort !== sort) throw invalidQuery('/after', `is a cursor of pages sorted by ${cursorSort}, not by ${sort}`)
+  if (cursorSort !== sort) throw invalidQuery('/after', `is a cursor of pages sorted by ${cursorSort}, not by ${sort}`, 'cursor', { sort, cursorSort })
   if (search !== fingerprint(filters)) {
-    throw invalidQuery('/after', `is a cursor of another search: send the filters (${FILTER_PARAMETERS.join(', ')}) of the page it came from`)
+    throw invalidQuery('/after', `is a cursor of another search: send the filters (${FILTER_PARAMETERS.join(', ')}) of the page it came from`, 'cursor', { sort, filters: FILTER_PARAMETERS })
   }
   return { key: cursorKey, id }
 }
 
 /** The request's query as the repository takes it; a 400 with `details` for what its schema cannot say. */
 export function userQuery (parameters: ListParameters): UserQuery {
-  if (parameters.name !== undefined && parameters.name_prefix !== undefined) {
-    throw invalidQuery('', 'must not have both name and name_prefix: name is one exact name, name_prefix every name that starts with it')
-  }
   const filters: UserFilters = {}
   for (const name of FILTER_PARAMETERS) {
     const value = parameters[name]

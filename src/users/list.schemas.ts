@@ -92,7 +92,7 @@ export const ListUsersSchema = {
       headers: { 'X-Total-Count': TOTAL_COUNT, Link: LINK, ETag: ETAG }
     }),
     304: notModified,
-    400: errorResponse('The request fails its schema, `after` is no id or cursor of this sort and search, or it has both `name` and `name_prefix`; ' +
+    400: errorResponse(['validation_failed', 'invalid_url'], 'The request fails its schema, or `after` is no id or cursor of this sort and search; ' +
       'the message names the parameter, and `details` lists each failure.'),
     503: databaseUnavailable
   }

@@ -2,11 +2,11 @@
 import type { FastifyInstance, FastifyRequest } from 'fastify'
 import type { UserOwner } from '../storage/schema.js'
 import type { AllowedWriter, ExpectedVersions, WriteOutcome } from './repository.js'
-import { AppError, bearerChallenge } from '../http/errors.js'
+import { AppError } from '../http/errors.js'
 import { formatSchemaError } from '../http/request-validation.js'
 import { expectedVersions, toUserId } from './user-id.js'
 
-export const userNotFound = () => new AppError('User not found', 404)
+export const userNotFound = () => new AppError('user_not_found')
 
 /**
  * A write's schema errors; under `REQUIRE_IF_MATCH=on` the schema requires `If-Match`, and its
@@ -14,7 +14,7 @@ export const userNotFound = () => new AppError('User not found', 404)
  */
 export const writeSchemaError: typeof formatSchemaError = (errors, part) => {
   const missing = part === 'headers' && errors.some((error) => error.keyword === 'required' && error.params.missingProperty === 'if-match')
-  return missing ? new AppError('If-Match is required: send the ETag of the user as last read (or *)', 428) : formatSchemaError(errors, part)
+  return missing ? new AppError('precondition_required') : formatSchemaError(errors, part)
 }
 
 /** The token that stores a user, as its owner: its issuer (empty when it names none) and subject. */
@@ -39,13 +39,12 @@ export function writeTarget (app: FastifyInstance, request: FastifyRequest<{ Par
   return { id, expected: expectedVersions(request.headers['if-match'], id), writer: allowedWriter(app, request, ownership) }
 }
 
-/** The write's result, or the error its outcome is answered with. */
-export function written<Done> (outcome: WriteOutcome<Done>): Done {
+/** The write's result, or the error its outcome is answered with: `expected` empty, If-Match named no version of this user at all. */
+export function written<Done> (outcome: WriteOutcome<Done>, expected: ExpectedVersions): Done {
   if (outcome === 'missing') throw userNotFound()
   if (outcome === 'not-owner') {
-    throw new AppError('This user was stored by another token: only that token, or one granting users:admin, may change or erase it', 403,
-      bearerChallenge('insufficient_scope', 'users:admin'))
+    throw new AppError('not_owner')
   }
-  if (outcome === 'stale') throw new AppError('The user has changed since the ETag in If-Match: read it again, then retry', 412)
+  if (outcome === 'stale') throw new AppError(expected === 'any' || expected.length > 0 ? 'precondition_failed' : 'etag_not_of_user')
   return outcome
 }

@@ -9,7 +9,7 @@ const updateUser: FastifyPluginAsyncTypebox<{ requireIfMatch: boolean, ownership
   app.patch('/users/:id', app.protect('users:write', { schema: updateUserSchema(requireIfMatch, ownership), schemaErrorFormatter: writeSchemaError }), async (request, reply) => {
     const { id, expected, writer } = writeTarget(app, request, ownership)
     const { name, email } = request.body
-    const user = written(await repository.updateUser(app.db, id, { name, email }, expected, writer))
+    const user = written(await repository.updateUser(app.db, id, { name, email }, expected, writer), expected)
     reply.header('etag', userTag(user.id, user.version))
     return { id: String(user.id), name: user.name }
   })

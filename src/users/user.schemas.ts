@@ -12,7 +12,7 @@ export const Limit = (defaultValue: number) => Type.Integer({ minimum: 1, maximu
 export const MAX_OFFSET = 10_000
 export const Offset = Type.Integer({ minimum: 0, maximum: MAX_OFFSET, default: 0, description: `Users to skip, at most ${MAX_OFFSET}.` })
 export const UserPath = Type.Object({
-  id: Type.String({ description: 'The user\'s integer id, in decimal.', examples: ['1'] })
+  id: Type.String({ description: 'The user\'s integer id, in plain decimal (`1` to `2147483647`, no leading zero); any other value names no user, and is 404.', examples: ['1'] })
 })
 export const IfNoneMatch = Type.Object({
   'if-none-match': Type.Optional(Type.String({ description: 'ETags from earlier answers; if one is current, the answer is 304 with no body.' }))
@@ -99,19 +99,22 @@ const IF_MATCH = Type.String({
 })
 /** `If-Match`, required under `REQUIRE_IF_MATCH=on`, so that a client made from the document sends it. */
 export const ifMatchHeaders = (required: boolean) => Type.Object({ 'if-match': required ? IF_MATCH : Type.Optional(IF_MATCH) })
-export const notFound = errorResponse('No user has this id.')
-export const preconditionFailed = errorResponse('`If-Match` names no current ETag of this user: it has changed since it was read. Nothing was written.')
-export const preconditionRequired = errorResponse('`If-Match` is missing, and the service requires it (`REQUIRE_IF_MATCH=on`). Nothing was written.')
+export const notFound = errorResponse(['user_not_found'], 'No user has this id.')
+export const preconditionFailed = errorResponse(['precondition_failed', 'etag_not_of_user'], '`If-Match` names no current ETag of this user: it has changed since it was read. Nothing was written.')
+export const preconditionRequired = errorResponse(['precondition_required'], '`If-Match` is missing, and the service requires it (`REQUIRE_IF_MATCH=on`). Nothing was written.')
 export const notModified = Type.Null({ description: 'Not modified: `If-None-Match` names the current ETag. No body.', headers: { ETag: ETAG } })
-export const invalid = errorResponse('The request fails its schema; the message names the field.')
-export const badPath = errorResponse('The request fails its schema, or its path cannot be decoded (`/users/%zz`); the message says which.')
-export const tooLarge = errorResponse('The body is larger than `BODY_LIMIT`.')
+/** The codes of a 400 for a JSON body. */
+const BODY_REFUSALS = ['validation_failed', 'invalid_json', 'empty_json', 'json_not_utf8', 'forbidden_json_key', 'duplicate_json_member', 'json_too_deep',
+  'body_incomplete'] as const
+export const invalid = errorResponse(BODY_REFUSALS, 'The request fails its schema; the message names the field.')
+export const badPath = errorResponse([...BODY_REFUSALS, 'invalid_url'], 'The request fails its schema, or its path cannot be decoded (`/users/%zz`); the message says which.')
+export const tooLarge = errorResponse(['body_too_large'], 'The body is larger than `BODY_LIMIT`.')
 const ACCEPT_ENCODING: HeaderSchema = { type: 'string', description: '`identity`, when the body was refused for its `Content-Encoding`: bodies are taken only uncompressed.', required: false }
-export const unsupported = errorResponse('The body is not `application/json`, or it has a `Content-Encoding` (bodies are taken only uncompressed).',
+export const unsupported = errorResponse(['unsupported_media_type', 'unsupported_content_encoding'], 'The body is not `application/json`, or it has a `Content-Encoding` (bodies are taken only uncompressed).',
   { 'Accept-Encoding': ACCEPT_ENCODING })
-export const databaseUnavailable = errorResponse('The database cannot do its work now, or the service is overloaded; retry after `Retry-After` seconds.',
+export const databaseUnavailable = errorResponse(['database_unavailable', 'too_many_bodies'], 'The database cannot do its work now, or the service is overloaded; retry after `Retry-After` seconds.',
   { 'Retry-After': RETRY_AFTER })
 
 /** Under `USER_OWNERSHIP=on`: the token is neither the user's owner nor an admin. */
-export const notOwner = errorResponse('`USER_OWNERSHIP=on`: the user was stored by another token (or by none), and this token does not grant ' +
+export const notOwner = errorResponse(['not_owner', 'insufficient_scope'], '`USER_OWNERSHIP=on`: the user was stored by another token (or by none), and this token does not grant ' +
   '`users:admin`; or, with `AUTH_SCOPES=on`, it does not grant `users:write`.', { 'WWW-Authenticate': { type: 'string', description: 'The bearer challenge: `error="insufficient_scope"` and the scope that would do.' } })

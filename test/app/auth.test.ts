@@ -140,27 +140,28 @@ test('a CORS preflight to a protected route needs no token', async (t) => {
 test('bad credentials are refused with 401, WWW-Authenticate and a JSON error, never a 500', async (t) => {
   const app = await appWith(t, 'all')
   const now = Math.floor(Date.now() / 1000)
-  const refused: Array<[string, Record<string, string>, RegExp]> = [
-    ['missing header', {}, /^Missing bearer token/],
-    ['another scheme', { authorization: 'Basic YWxpY2U6cHc=' }, /must be "Bearer <token>"/],
-    ['no token', { authorization: 'Bearer' }, /must be "Bearer <token>"/],
-    ['malformed token', bearer('not.a-jwt'), /^Token is invalid$/],
-    ['garbage', bearer('!!!'), /must be "Bearer <token>"/],
-    ['wrong signature', bearer(token({ sub: 'alice' }, { key: 'another-secret' })), /^Token is invalid$/],
-    ['expired', bearer(token({ sub: 'alice', exp: now - 120 }, { expiresIn: 0 })), /^Token has expired$/],
-    ['not valid yet', bearer(token({ sub: 'alice', nbf: now + 120 })), /^Token is not valid yet \(its nbf is in the future\)$/],
-    ['no exp', bearer(token({ sub: 'alice' }, { expiresIn: 0 })), /^Token is invalid$/],
-    ['no sub', bearer(token({ name: 'alice' })), /^Token is invalid$/],
-    ['empty sub', bearer(token({ sub: '' })), /must name its subject/],
-    ['numeric sub', bearer(token({ sub: 42 })), /must name its subject/],
-    ['alg none', bearer(`${base64url({ alg: 'none', typ: 'JWT' })}.${base64url({ sub: 'alice', exp: now + 60 })}.`), /^Token is invalid$/],
-    ['HS384', bearer(token({ sub: 'alice' }, { algorithm: 'HS384' })), /^Token is invalid$/],
-    ['HS512', bearer(token({ sub: 'alice' }, { algorithm: 'HS512' })), /^Token is invalid$/]
+  const refused: Array<[string, Record<string, string>, RegExp, string]> = [
+    ['missing header', {}, /^Missing bearer token/, 'token_missing'],
+    ['another scheme', { authorization: 'Basic YWxpY2U6cHc=' }, /must be "Bearer <token>"/, 'authorization_malformed'],
+    ['no token', { authorization: 'Bearer' }, /must be "Bearer <token>"/, 'authorization_malformed'],
+    ['malformed token', bearer('not.a-jwt'), /^Token is invalid$/, 'token_invalid'],
+    ['garbage', bearer('!!!'), /must be "Bearer <token>"/, 'authorization_malformed'],
+    ['wrong signature', bearer(token({ sub: 'alice' }, { key: 'another-secret' })), /^Token is invalid$/, 'token_invalid'],
+    ['expired', bearer(token({ sub: 'alice', exp: now - 120 }, { expiresIn: 0 })), /^Token has expired$/, 'token_expired'],
+    ['not valid yet', bearer(token({ sub: 'alice', nbf: now + 120 })), /^Token is not valid yet \(its nbf is in the future\)$/, 'token_not_yet_valid'],
+    ['no exp', bearer(token({ sub: 'alice' }, { expiresIn: 0 })), /^Token is invalid$/, 'token_invalid'],
+    ['no sub', bearer(token({ name: 'alice' })), /^Token is invalid$/, 'token_invalid'],
+    ['empty sub', bearer(token({ sub: '' })), /must name its subject/, 'token_claims_invalid'],
+    ['numeric sub', bearer(token({ sub: 42 })), /must name its subject/, 'token_claims_invalid'],
+    ['alg none', bearer(`${base64url({ alg: 'none', typ: 'JWT' })}.${base64url({ sub: 'alice', exp: now + 60 })}.`), /^Token is invalid$/, 'token_invalid'],
+    ['HS384', bearer(token({ sub: 'alice' }, { algorithm: 'HS384' })), /^Token is invalid$/, 'token_invalid'],
+    ['HS512', bearer(token({ sub: 'alice' }, { algorithm: 'HS512' })), /^Token is invalid$/, 'token_invalid']
   ]
-  for (const [name, headers, error] of refused) {
+  for (const [name, headers, error, code] of refused) {
     const response = await app.inject({ url: '/users', headers })
     assert.equal(response.statusCode, 401, name)
     assertUnauthorized(response, error)
+    assert.equal(response.json().code, code, name)
   }
   const missing = await app.inject('/users')
   assert.equal(missing.headers['www-authenticate'], 'Bearer realm="api"', 'no error code when no credentials were sent')
@@ -247,7 +248,7 @@ describe('AUTH_SCOPES=on', () => {
       const refused = await app.inject({ method, url, headers: writer })
       assert.equal(refused.statusCode, 403, `${method} ${url} with users:write only`)
       assert.equal(refused.headers['www-authenticate'], 'Bearer realm="api", error="insufficient_scope", scope="users:read"')
-      if (method === 'GET') assert.deepEqual(refused.json(), { error: 'Token lacks the scope this route asks for: users:read' })
+      if (method === 'GET') assert.deepEqual(refused.json(), { error: 'Token lacks the scope this route asks for: users:read', code: 'insufficient_scope' })
     }
     const writes = [
       { method: 'POST', url: '/users', payload: ada },

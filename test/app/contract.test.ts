@@ -74,7 +74,8 @@ const valid: Record<string, InjectOptions> = {
   ready: { url: '/ready' },
   metrics: { url: '/metrics' },
   followEvents: { url: '/events' },
-  createEventsTicket: { method: 'POST', url: '/events/tickets' }
+  createEventsTicket: { method: 'POST', url: '/events/tickets' },
+  getProblemType: { url: '/problems/user_not_found' }
 }
 
 /** A request whose answer, a stream that does not end, is checked as its headers arrive. */
@@ -125,16 +126,22 @@ const cases: Case[] = [
   {
     operationId: 'followEvents',
     status: 410,
-    setUp: async (app) => { await app.db.deleteFrom('events').where('position', '=', 1).execute() },
+    // Every event but the newest purged: the position after the first is gone.
+    setUp: async (app) => {
+      const { newest } = await app.db.selectFrom('events').select((eb) => eb.fn.max('position').as('newest')).executeTakeFirstOrThrow()
+      await app.db.deleteFrom('events').where('position', '<', Number(newest)).execute()
+    },
     before: valid.createUser,
-    request: { url: '/events?after=0' }
+    request: { url: '/events?after=1' }
   },
+  { operationId: 'getProblemType', status: 400, request: { url: '/problems/Not%20a%20code' } },
+  { operationId: 'getProblemType', status: 404, request: { url: '/problems/no_such_code' } },
   ...['listUsers', 'createUser', 'getUser', 'updateUser', 'deleteUser', 'ready', 'followEvents', 'createEventsTicket'].map((operationId): Case => ({ operationId, status: 503, request: fault('database', valid[operationId]!) })),
-  ...['hello', 'customHello', 'validateUser'].map((operationId): Case => ({ operationId, status: 503, app: 'overloaded', request: valid[operationId]! }))
+  ...['hello', 'customHello', 'validateUser', 'getProblemType'].map((operationId): Case => ({ operationId, status: 503, app: 'overloaded', request: valid[operationId]! }))
 ]
 
 /** Every operation of the API with a limiter in front, twice: the second is over the limit. */
-const rateLimited = ['hello', 'customHello', 'listUsers', 'getUser', 'createUser', 'updateUser', 'deleteUser', 'validateUser', 'followEvents', 'createEventsTicket']
+const rateLimited = ['hello', 'customHello', 'listUsers', 'getUser', 'createUser', 'updateUser', 'deleteUser', 'validateUser', 'followEvents', 'createEventsTicket', 'getProblemType']
 cases.push(...rateLimited.map((operationId): Case => ({
   operationId, status: 429, app: 'limited', before: operationId === 'followEvents' ? streamed(valid[operationId]!) : valid[operationId], request: valid[operationId]!
 })))

@@ -2,6 +2,8 @@ import assert from 'node:assert/strict'
 import { Readable } from 'node:stream'
 import { test } from 'node:test'
 import { brotliCompressSync, gzipSync } from 'node:zlib'
+import { Ajv2020 } from 'ajv/dist/2020.js'
+import addFormats from 'ajv-formats'
 import { AppError } from '../../src/http/errors.js'
 import { captureLogs, postJson, testApp } from '../helpers.js'
 
@@ -110,17 +112,22 @@ test('a JSON body with a __proto__ key, or constructor.prototype, is refused as 
   assert.equal((await app.inject('/users')).json().length, 0, 'nothing was stored')
 })
 
-test('an application error answers its own status and message, 400 by default', async (t) => {
+test('an application error answers its code\'s status, message and headers from the catalogue; a client error of a plugin its own status and message', async (t) => {
   const app = await testApp(t)
-  app.get('/teapot', async () => { throw new AppError('I am a teapot', 418) })
-  app.get('/refused', async () => { throw new AppError('Not today') })
+  app.get('/stale', async () => { throw new AppError('precondition_failed') })
+  app.get('/busy', async () => { throw new AppError('too_many_streams_for_client', { max: 3 }) })
+  app.get('/teapot', async () => { throw Object.assign(new Error('I am a teapot'), { statusCode: 418 }) })
+  assert.deepEqual((await app.inject('/stale')).json(), { error: 'The user has changed since the ETag in If-Match: read it again, then retry', code: 'precondition_failed' })
+  const busy = await app.inject('/busy')
+  assertJsonError(busy, 429, 'Too many event streams open for this client: at most 3 (EVENTS_MAX_READERS_PER_CLIENT). Close one, or retry later')
+  assert.equal(busy.headers['retry-after'], '5')
   assertJsonError(await app.inject('/teapot'), 418, 'I am a teapot')
-  assertJsonError(await app.inject('/refused'), 400, 'Not today')
+  assert.equal((await app.inject('/teapot')).json().code, 'bad_request')
 })
 
 test('an application error, an answer to the client, carries no stack trace; errors made after it still do', () => {
-  const answer = new AppError('Not today', 409)
-  assert.equal(answer.message, 'Not today')
+  const answer = new AppError('idempotency_key_in_use')
+  assert.equal(answer.message, 'A request with this Idempotency-Key is still being answered: retry shortly')
   assert.doesNotMatch(String(answer.stack), /\n\s+at /)
   assert.match(String(new Error('a fault').stack), /a fault\n\s+at /)
 })
@@ -146,44 +153,112 @@ test('a URL that cannot be decoded is a JSON 400 with a request id, not a 500', 
   for (const url of ['/%', '/users/%', '/users/%E0%A4%A']) {
     const response = await app.inject(url)
     assertJsonError(response, 400)
-    assert.deepEqual(Object.keys(response.json()), ['error'], url)
+    assert.deepEqual(Object.keys(response.json()), ['error', 'code'], url)
+    assert.equal(response.json().code, 'invalid_url', url)
     assert.ok(response.headers['x-request-id'], url)
   }
 })
 
-test('a request that fails its schema hears every rule it fails in details, the first also as error, bounded in number', async (t) => {
+test('a request that fails its schema hears every rule it fails in details, with its keyword and parameters, the first also as error, bounded in number', async (t) => {
   const app = await testApp(t)
   const body = await postJson(app, '/users/507f1f77bcf86cd799439011', { email: 'not-an-email', age: -1, role: 'admin' })
   assertJsonError(body, 400)
-  const { error, details } = body.json()
+  const { error, code, details } = body.json()
+  assert.equal(code, 'validation_failed')
   assert.deepEqual(new Set(details), new Set([
-    { in: 'body', path: '', message: "must have required property 'name'" },
-    { in: 'body', path: '', message: 'must NOT have additional property "role"' },
-    { in: 'body', path: '/email', message: 'must match format "email"' },
-    { in: 'body', path: '/age', message: 'must be >= 0' }
+    { in: 'body', path: '', message: "must have required property 'name'", keyword: 'required', params: { missingProperty: 'name' } },
+    { in: 'body', path: '', message: 'must NOT have additional property "role"', keyword: 'additionalProperties', params: { additionalProperty: 'role' } },
+    { in: 'body', path: '/email', message: 'must match format "email"', keyword: 'format', params: { format: 'email' } },
+    { in: 'body', path: '/age', message: 'must be >= 0', keyword: 'minimum', params: { comparison: '>=', limit: 0 } }
   ]))
   assert.equal(error, `body${details[0].path} ${details[0].message}`, 'error is the first of the details')
 
   const query = await app.inject('/users?limit=0&offset=-1')
-  assert.deepEqual(query.json().details, [
-    { in: 'query', path: '/limit', message: 'must be >= 1' },
-    { in: 'query', path: '/offset', message: 'must be >= 0' }
+  assert.deepEqual(query.json().details.map(({ path, message }: { path: string, message: string }) => ({ path, message })), [
+    { path: '/limit', message: 'must be >= 1' },
+    { path: '/offset', message: 'must be >= 0' }
   ])
   const params = await postJson(app, '/users/not-hex', { name: 'Ada', email: 'ada@example.com' })
-  assert.deepEqual(params.json().details, [{ in: 'params', path: '/id', message: 'must match pattern "^[0-9a-fA-F]{24}$"' }])
+  assert.deepEqual(params.json().details, [{ in: 'params', path: '/id', message: 'must match pattern "^[0-9a-fA-F]{24}$"', keyword: 'pattern', params: { pattern: '^[0-9a-fA-F]{24}$' } }])
   const header = await app.inject({ method: 'POST', url: '/users', payload: { name: 'Ada', email: 'ada@example.com' }, headers: { 'idempotency-key': 'x'.repeat(256) } })
   assert.deepEqual(header.json(), {
     error: 'headers/idempotency-key must NOT have more than 255 characters',
-    details: [{ in: 'header', path: '/idempotency-key', message: 'must NOT have more than 255 characters' }]
+    code: 'validation_failed',
+    details: [{ in: 'header', path: '/idempotency-key', message: 'must NOT have more than 255 characters', keyword: 'maxLength', params: { limit: 255 } }]
   })
   // Checked in Fastify's order, path, body, query, headers: only the first part that fails is listed.
   const bodyAndQuery = await app.inject({ method: 'POST', url: '/users/507f1f77bcf86cd799439011?limit=0', payload: { name: 'Ada' } })
-  assert.deepEqual(bodyAndQuery.json().details, [{ in: 'body', path: '', message: "must have required property 'email'" }])
+  assert.deepEqual(bodyAndQuery.json().details.map(({ in: part, path }: { in: string, path: string }) => `${part} ${path}`), ['body '])
 
   const many = Object.fromEntries(Array.from({ length: 100 }, (_, i) => [`extra${i}`, i]))
   const flood = await postJson(app, '/users/507f1f77bcf86cd799439011', { name: 'Ada', email: 'ada@example.com', ...many })
   assert.equal(flood.json().details.length, 20)
 
   const other = await app.inject({ method: 'POST', url: '/users', payload: '{', headers: { 'content-type': 'application/json' } })
-  assert.deepEqual(Object.keys(other.json()), ['error'], 'errors other than a schema\'s have no details')
+  assert.deepEqual(Object.keys(other.json()), ['error', 'code'], 'errors other than a schema\'s have no details')
+})
+
+test('a client whose Accept prefers application/problem+json gets RFC 9457 problem details, as the document declares them; a tie, */* or none keeps JSON', async (t) => {
+  const app = await testApp(t)
+  const document = (await app.inject('/documentation/json')).json()
+  const ajv = new Ajv2020({ strict: false })
+  addFormats.default(ajv)
+  ajv.addSchema(document, 'document')
+  const problemOf = (path: string, method: string, status: number) =>
+    ajv.compile({ $ref: `document#/paths/${path.replaceAll('/', '~1')}/${method}/responses/${status}/content/application~1problem+json/schema` })
+
+  const missing = await app.inject({ url: '/users/42', headers: { accept: 'application/problem+json' } })
+  assert.equal(missing.statusCode, 404)
+  assert.match(String(missing.headers['content-type']), /^application\/problem\+json/)
+  const body = missing.json()
+  assert.deepEqual(body, {
+    type: '/problems/user_not_found',
+    title: 'User not found',
+    status: 404,
+    detail: 'User not found',
+    instance: '/users/42',
+    request_id: missing.headers['x-request-id'],
+    error: 'User not found',
+    code: 'user_not_found'
+  })
+  const validate = problemOf('/users/{id}', 'get', 404)
+  assert.ok(validate(body), JSON.stringify(validate.errors))
+
+  const invalid = await app.inject({
+    method: 'POST',
+    url: '/users/507f1f77bcf86cd799439011?limit=1',
+    payload: { email: 'nope' },
+    headers: { accept: 'application/json;q=0.5, application/problem+json' }
+  })
+  assert.equal(invalid.statusCode, 400)
+  const problem = invalid.json()
+  assert.equal(problem.title, 'The request fails its schema', 'a title the same for every answer with this code')
+  assert.equal(problem.detail, problem.error)
+  assert.equal(problem.instance, '/users/507f1f77bcf86cd799439011', 'the path, without its query')
+  assert.ok(problem.details.length > 0)
+  assert.ok(problemOf('/users/{id}', 'post', 400)(invalid.json()))
+  const described = (await app.inject(problem.type)).json()
+  assert.deepEqual(described, { code: 'validation_failed', status: 400, title: 'The request fails its schema', retryable: false }, 'the type leads to the code\'s description')
+
+  for (const accept of [undefined, '*/*', 'application/json', 'application/problem+json, application/json', 'application/*;q=0.9, application/problem+json;q=0.9', 'text/html']) {
+    const answer = await app.inject({ url: '/users/42', headers: accept === undefined ? {} : { accept } })
+    assert.match(String(answer.headers['content-type']), /^application\/json/, String(accept))
+    assert.deepEqual(answer.json(), { error: 'User not found', code: 'user_not_found' }, String(accept))
+  }
+  for (const accept of ['application/problem+json', 'application/problem+json;q=0.9, */*;q=0.8', 'application/json;q=0, application/problem+json;q=0.1']) {
+    const answer = await app.inject({ url: '/no/such/route', headers: { accept } })
+    assert.match(String(answer.headers['content-type']), /^application\/problem\+json/, accept)
+  }
+})
+
+test('a query value or name whose escapes do not decode to UTF-8 is 400 naming the parameter, on any route; a literal % sent as %25 is text', async (t) => {
+  const app = await testApp(t)
+  for (const [url, parameter] of [['/users?name=%FF', 'name'], ['/users?name_prefix=%ED%A0%80', 'name_prefix'], ['/users?limit=5&email=a%', 'email'], ['/health?%FF=1', '%FF']]) {
+    const response = await app.inject(url!)
+    assertJsonError(response, 400, `querystring/${parameter} must be percent-encoded UTF-8`)
+    assert.deepEqual(response.json().details, [{ in: 'query', path: `/${parameter}`, message: 'must be percent-encoded UTF-8', keyword: 'encoding', params: { encoding: 'UTF-8' } }], url)
+  }
+  await postJson(app, '/users', { name: '%FF', email: 'pct@example.com' })
+  assert.deepEqual((await app.inject('/users?name=%25FF')).json().map((user: { name: string }) => user.name), ['%FF'])
+  assert.equal((await app.inject('/users?name=%C3%89mile')).statusCode, 200)
 })

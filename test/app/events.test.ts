@@ -151,7 +151,7 @@ for (const database of testDatabases) {
       assert.deepEqual(fromNow.events.map((event) => event.id), [4])
     })
 
-    test('an id after the newest is 400, a malformed one 400, and one whose events are purged 410 naming the oldest kept', async (t) => {
+    test('an id after the newest is 400, a malformed one 400, one whose events are purged 410 naming the oldest kept; after=0 starts at the oldest kept', async (t) => {
       const app = await testAppOn(t, database)
       for (const name of ['Ada', 'Grace', 'Edsger']) await postJson(app, '/users', { name, email: 'x@example.com' })
       await allSequenced(app)
@@ -160,6 +160,7 @@ for (const database of testDatabases) {
       assert.match(after.json().error, /^Event 4 is after the newest event \(3\)/)
       assert.equal((await app.inject({ url: '/events', headers: { 'last-event-id': 'abc' } })).statusCode, 400)
       assert.equal((await app.inject({ url: '/events?after=-1' })).statusCode, 400)
+      assert.equal((await app.inject({ url: `/events?after=${Number.MAX_SAFE_INTEGER + 1}` })).json().code, 'validation_failed')
       const current = await app.inject({ url: '/events', headers: { 'last-event-id': '3' }, payloadAsStream: true })
       if (current.statusCode !== 200) {
         let body = ''
@@ -171,7 +172,16 @@ for (const database of testDatabases) {
       const gone = await app.inject({ url: '/events', headers: { 'last-event-id': '1' } })
       assert.equal(gone.statusCode, 410)
       assert.match(gone.json().error, /^Events after 1 are purged \(EVENTS_RETENTION\): the oldest kept is 3\./)
-      assert.equal((await app.inject({ url: '/events?after=0' })).statusCode, 410)
+      assert.equal(gone.json().code, 'events_purged')
+      const head = await app.inject({ method: 'HEAD', url: '/events?after=1' })
+      assert.deepEqual([head.statusCode, head.body], [410, ''], 'HEAD answers as GET would, without a body')
+      const headFromOldest = await app.inject({ method: 'HEAD', url: '/events?after=0' })
+      assert.deepEqual([headFromOldest.statusCode, String(headFromOldest.headers['content-type']), headFromOldest.body], [200, 'text/event-stream; charset=utf-8', ''])
+      const fromOldest = await app.inject({ url: '/events?after=0', payloadAsStream: true })
+      assert.equal(fromOldest.statusCode, 200, 'after=0 is never purged')
+      const [opening] = await once(fromOldest.stream(), 'data') as [Buffer]
+      fromOldest.stream().destroy()
+      assert.match(String(opening), /: following from 2\n/, 'the next event is the oldest kept')
     })
 
     test('events past EVENTS_RETENTION are purged every hour from the oldest, up to the first newer one, keeping the newest', async (t) => {

@@ -1,12 +1,13 @@
 import assert from 'node:assert/strict'
 import { test } from 'node:test'
 import { createConfig, lintFromString } from '@redocly/openapi-core'
+import { ERRORS, type ErrorCode } from '../../src/http/error-catalogue.js'
 import { openApiDocument, testApp } from '../helpers.js'
 
 const operations = [
   ['get', '/'], ['get', '/custom'], ['get', '/users'], ['post', '/users'],
   ['get', '/users/{id}'], ['patch', '/users/{id}'], ['delete', '/users/{id}'], ['post', '/users/{id}'],
-  ['get', '/health'], ['get', '/ready'], ['get', '/metrics'], ['get', '/events'], ['post', '/events/tickets']
+  ['get', '/health'], ['get', '/ready'], ['get', '/metrics'], ['get', '/events'], ['post', '/events/tickets'], ['get', '/problems/{code}']
 ] as const
 
 /** The problems Redocly's recommended rules find in a document, as `redocly lint` prints them: its `struct` rule validates it against the OpenAPI schema. */
@@ -26,7 +27,7 @@ test('the OpenAPI document is OpenAPI 3 at version 1.0.0, and one the validator 
   assert.deepEqual(errors.map((problem) => [problem.rule, problem.at]), [['struct', '#/info'], ['struct', '#/paths/~1users/get/responses/200/content']])
 })
 
-test('every route is documented with a summary, an operationId, a tag, and its error responses as the named Error', async (t) => {
+test('every route is documented with a summary, an operationId, a tag, and its error responses as the named Error or Problem, with the codes each can carry', async (t) => {
   const document = await openApiDocument(t)
   const documented = Object.entries(document.paths).flatMap(([path, methods]) =>
     Object.keys(methods as object).map((method) => `${method} ${path}`))
@@ -41,7 +42,12 @@ test('every route is documented with a summary, an operationId, a tag, and its e
       assert.ok(response.description, `${method} ${path} ${status} is described`)
       assert.equal(response.headers['X-Request-Id'].required, true, `${method} ${path} ${status} carries X-Request-Id`)
       if (Number(status) >= 400) {
-        assert.deepEqual(response.content['application/json'].schema, { $ref: '#/components/schemas/Error' }, `${method} ${path} ${status}`)
+        const [json, problem] = [response.content['application/json'].schema, response.content['application/problem+json'].schema]
+        assert.deepEqual(json.allOf[0], { $ref: '#/components/schemas/Error' }, `${method} ${path} ${status}`)
+        assert.deepEqual(problem.allOf[0], { $ref: '#/components/schemas/Problem' }, `${method} ${path} ${status}`)
+        const codes: ErrorCode[] = json.allOf[1].properties.code.enum
+        assert.deepEqual(problem.allOf[1].properties.code.enum, codes)
+        for (const code of codes) assert.equal(ERRORS[code].status, Number(status), `${method} ${path} ${status} can carry ${code}`)
       }
     }
   }
@@ -73,8 +79,8 @@ test('rate limiting and tokens, when on, are declared on the operations they gua
 test('the document names its schemas, closes the answers the contract fixes, and links a 201 to what can be done with its user', async (t) => {
   const document = await openApiDocument(t)
   const schemas = document.components.schemas
-  assert.deepEqual(Object.keys(schemas).sort(), ['Error', 'Greeting', 'NewUser', 'Status', 'User', 'UserEvent', 'UserPatch', 'UserSummary', 'UserToValidate', 'ValidatedUser'])
-  for (const name of ['Error', 'User', 'UserEvent', 'UserPatch', 'UserSummary', 'UserToValidate', 'ValidatedUser']) {
+  assert.deepEqual(Object.keys(schemas).sort(), ['Error', 'Greeting', 'NewUser', 'Problem', 'ProblemType', 'Status', 'User', 'UserEvent', 'UserPatch', 'UserSummary', 'UserToValidate', 'ValidatedUser'])
+  for (const name of ['Error', 'Problem', 'ProblemType', 'User', 'UserEvent', 'UserPatch', 'UserSummary', 'UserToValidate', 'ValidatedUser']) {
     assert.equal(schemas[name].additionalProperties, false, `${name} is closed`)
   }
   assert.notEqual(schemas.NewUser.additionalProperties, false, 'a new user may carry other properties, echoed back')

@@ -21,7 +21,7 @@ const patch = (app: FastifyInstance, id: number, headers: Record<string, string>
 const erase = (app: FastifyInstance, id: number, headers: Record<string, string>) => app.inject({ method: 'DELETE', url: `/users/${id}`, headers })
 const nameOf = async (app: FastifyInstance, id: number) => (await app.inject(`/users/${id}`)).json().name
 
-const refusal = 'This user was stored by another token: only that token, or one granting users:admin, may change or erase it'
+const refusal = { error: 'This user was stored by another token: only that token, or one granting users:admin, may change or erase it', code: 'not_owner' }
 
 for (const database of testDatabases) {
   describe(`owned users on ${database.name}`, { skip: database.skip }, () => {
@@ -30,7 +30,7 @@ for (const database of testDatabases) {
       const id = await create(app, alice, 'Alice')
       for (const answer of [await patch(app, id, mallory, 'Mallory'), await erase(app, id, mallory)]) {
         assert.equal(answer.statusCode, 403)
-        assert.deepEqual(answer.json(), { error: refusal })
+        assert.deepEqual(answer.json(), refusal)
         assert.equal(answer.headers['www-authenticate'], 'Bearer realm="api", error="insufficient_scope", scope="users:admin"')
       }
       assert.equal(await nameOf(app, id), 'Alice', 'nothing was written')

@@ -46,7 +46,7 @@ export function usersSuite (database: TestDatabase): void {
       const notUtf8 = Buffer.concat([Buffer.from('{"name":"Ada'), Buffer.from([0xff, 0xfe]), Buffer.from('","email":"ada@example.com"}')])
       const invalid = await app.inject({ method: 'POST', url: '/users', payload: notUtf8, headers: { 'content-type': 'application/json' } })
       assert.equal(invalid.statusCode, 400)
-      assert.deepEqual(invalid.json(), { error: 'Body is not valid JSON: it is not UTF-8' })
+      assert.deepEqual(invalid.json(), { error: 'Body is not valid JSON: it is not UTF-8', code: 'json_not_utf8' })
       // A NUL, and the escapes of a surrogate without its partner (a string cut inside an
       // emoji), which would be stored as U+FFFD: the user would not get back what was sent.
       const unstorable = ['Ada\\u0000Lovelace', 'Ada \\ud83d', '\\ude00 Ada', 'Ada \\ude00\\ud83d']
@@ -90,7 +90,7 @@ export function usersSuite (database: TestDatabase): void {
       for (const headers of [{}, { 'idempotency-key': 'one-more' }]) {
         const refused = await app.inject({ method: 'POST', url: '/users', payload: { name: 'Edsger', email: 'edsger@example.com' }, headers })
         assert.equal(refused.statusCode, 507)
-        assert.deepEqual(refused.json(), { error: 'Every user id is taken' })
+        assert.deepEqual(refused.json(), { error: 'Every user id is taken', code: 'user_ids_exhausted' })
       }
       const list = await app.inject('/users')
       assert.deepEqual(list.json().map((user: { id: number }) => user.id), [1, 2147483647])
@@ -246,7 +246,7 @@ export function usersSuite (database: TestDatabase): void {
       const retry = await post('key-1', ada)
       assert.deepEqual([retry.statusCode, retry.headers.location, retry.headers['idempotent-replayed'], retry.body], [201, '/users/1', 'true', first.body])
       const other = await post('key-1', { ...ada, name: 'Grace' })
-      assert.deepEqual([other.statusCode, other.json()], [422, { error: 'This Idempotency-Key was used with a different request body' }])
+      assert.deepEqual([other.statusCode, other.json()], [422, { error: 'This Idempotency-Key was used with a different request body', code: 'idempotency_key_reused' }])
       // Neither the retry nor the refused body took an id (an insert PostgreSQL refuses would).
       assert.equal((await post('key-2', ada)).headers.location, '/users/2', 'another key is the next user')
       const together = await Promise.all([post('key-3', ada), post('key-3', ada)])
@@ -333,7 +333,7 @@ export function usersSuite (database: TestDatabase): void {
       for (const id of ['2', 'abc', '01', '1.0', '-1', '0', '99999999999999999999', '2147483648', '%20']) {
         const response = await app.inject(`/users/${id}`)
         assert.equal(response.statusCode, 404, id)
-        assert.deepEqual(response.json(), { error: 'User not found' })
+        assert.deepEqual(response.json(), { error: 'User not found', code: 'user_not_found' })
       }
     })
 

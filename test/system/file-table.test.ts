@@ -33,7 +33,7 @@ describe('a machine whose table of open files is full', { skip: needsCompiler },
     const page = await rawRequest(service.port, { path: '/index.html' })
     assert.equal(page.statusCode, 503)
     assert.equal(page.headers['retry-after'], '1')
-    assert.deepEqual(JSON.parse(page.body), { error: 'No file can be opened now: try again shortly' })
+    assert.deepEqual(JSON.parse(page.body), { error: 'No file can be opened now: try again shortly', code: 'no_file_descriptors' })
     assert.equal(service.child.exitCode, null)
 
     faults.set('ok')
@@ -54,7 +54,7 @@ describe('a machine whose table of open files is full', { skip: needsCompiler },
     const lookup = () => rawRequest(service.port, { path: created.headers.location as string })
     const answers = await Promise.all(Array.from({ length: 20 }, lookup))
     assert.deepEqual(answers.map((answer) => answer.statusCode), Array(20).fill(503))
-    assert.deepEqual(JSON.parse(answers[0]!.body), { error: 'Database unavailable' })
+    assert.deepEqual(JSON.parse(answers[0]!.body), { error: 'Database unavailable', code: 'database_unavailable' })
     assert.equal(answers[0]!.headers['retry-after'], '1')
 
     faults.set('ok')

@@ -183,7 +183,7 @@ describe('tokens verified with an identity provider\'s JWKS (JWT_JWKS_URL)', () 
       const answer = await create(app, sign(unseen))
       assert.equal(answer.statusCode, 503, answer.body)
       assert.equal(answer.headers['retry-after'], '1')
-      assert.deepEqual(answer.json(), { error: 'The identity provider cannot be reached to check this token: retry shortly' })
+      assert.deepEqual(answer.json(), { error: 'The identity provider cannot be reached to check this token: retry shortly', code: 'provider_unreachable' })
       await sleep(600)
     }
     const outageLines = logs.lines.filter((line) => /identity provider's keys cannot be fetched/.test(line.msg))
@@ -275,7 +275,7 @@ describe('an identity provider found from JWT_ISSUER alone (discovery)', () => {
       assert.match(readiness.json().error, said, name)
       const answer = await create(app, sign(key, { iss: provider.issuer }))
       assert.equal(answer.statusCode, 503, name)
-      assert.deepEqual(answer.json(), { error: 'The identity provider publishes no key this service can use: retry shortly' }, name)
+      assert.deepEqual(answer.json(), { error: 'The identity provider publishes no key this service can use: retry shortly', code: 'provider_without_usable_key' }, name)
     }
   })
 })
@@ -322,7 +322,7 @@ describe('tokens without kid, Ed25519, and token types', () => {
     for (const typ of ['JWT', 'id_token+jwt', 'logout+jwt']) {
       const answer = await create(app, sign(key, {}, { typ }))
       assert.equal(answer.statusCode, 401, typ)
-      assert.deepEqual(answer.json(), { error: 'Token is not an access token: its typ header is not one this service accepts' })
+      assert.deepEqual(answer.json(), { error: 'Token is not an access token: its typ header is not one this service accepts', code: 'token_not_access_token' })
     }
     const keycloak = await appOf(t, provider.url, { JWT_TYP: 'JWT' })
     assert.equal((await create(keycloak, sign(key, {}, { typ: 'JWT' }))).statusCode, 201)
@@ -368,7 +368,7 @@ describe('ID tokens, scopes from other claims, and the provider\'s answers at st
       for (const claims of [{ nonce: 'n-1' }, { at_hash: 'x' }, { c_hash: 'y' }, { typ: 'ID' }, { nonce: 'n', typ: 'ID', azp: 'web' }]) {
         const answer = await create(app, sign(key, claims, { typ }))
         assert.equal(answer.statusCode, 401, `${JSON.stringify(claims)}, ${JSON.stringify(env)}`)
-        assert.deepEqual(answer.json(), { error: 'Token is an ID token: send an access token issued for this API' })
+        assert.deepEqual(answer.json(), { error: 'Token is an ID token: send an access token issued for this API', code: 'token_is_id_token' })
       }
     }
   })

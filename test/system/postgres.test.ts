@@ -218,7 +218,7 @@ describe('PostgreSQL refusing work for a while', { skip: postgres.skip }, () => 
 
   function assertRefused (response: { statusCode: number, body: string, headers: Record<string, unknown>, json: () => unknown }) {
     assert.equal(response.statusCode, 503, response.body)
-    assert.deepEqual(response.json(), { error: 'Database unavailable' })
+    assert.deepEqual(response.json(), { error: 'Database unavailable', code: 'database_unavailable' })
     assert.equal(response.headers['retry-after'], '1')
   }
 

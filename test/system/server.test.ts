@@ -80,7 +80,7 @@ test('SIGTERM drains: /ready answers 503 at once, other requests are still answe
   service.child.kill('SIGTERM')
   await sleep(200)
   const ready = await rawRequest(service.port, { path: '/ready' })
-  assert.deepEqual([ready.statusCode, JSON.parse(ready.body)], [503, { error: 'Shutting down' }])
+  assert.deepEqual([ready.statusCode, JSON.parse(ready.body)], [503, { error: 'Shutting down', code: 'shutting_down' }])
   const health = await rawRequest(service.port, { path: '/health' })
   assert.deepEqual([health.statusCode, health.headers.connection], [200, 'close'])
   assert.equal((await postJsonOver(service.port, '/users', { name: 'Ada', email: 'ada@example.com' })).statusCode, 201)
@@ -258,7 +258,7 @@ test('started from another folder, relative paths are from that folder, and the 
   assert.deepEqual(missing.map((line) => [line.level, line.staticDir]), [[40, join(folder, 'public')]])
   assert.match(missing[0].msg, /^STATIC_DIR is not a folder: no static files are served/)
   const page = await rawRequest(first.port, { path: '/index.html' })
-  assert.deepEqual([page.statusCode, JSON.parse(page.body)], [404, { error: 'Route not found' }])
+  assert.deepEqual([page.statusCode, JSON.parse(page.body)], [404, { error: 'Route not found', code: 'route_not_found' }])
   signalGroup(first.child, 'SIGTERM')
   await first.exited
 

@@ -71,7 +71,7 @@ describe('SQLite under faults of the machine', { skip: needsRoot }, () => {
     const filler = fill(folder)
     const refused = await Promise.all(Array.from({ length: 20 }, (_, i) => postJson(app, '/users', user(`Full${i}`))))
     assert.deepEqual(new Set(refused.map((response) => response.statusCode)), new Set([503]))
-    assert.deepEqual(refused[0]!.json(), { error: 'Database unavailable' })
+    assert.deepEqual(refused[0]!.json(), { error: 'Database unavailable', code: 'database_unavailable' })
     assert.deepEqual(await names(app), ['Ada'], 'reads go on, and see nothing of the refused writes')
     assert.equal((await postJson(app, '/users', user('Full'))).statusCode, 503)
     assert.equal((await app.inject('/ready')).statusCode, 503, 'not ready while writes fail')

@@ -28,7 +28,7 @@ describe('SQLite on a disk whose sync fails or stalls, or that turns read-only',
     disk.set('fail')
     const refused = await Promise.all(Array.from({ length: 20 }, (_, i) => postJsonOver(service.port, '/users', user(`Lost${i}`))))
     assert.deepEqual(refused.map((response) => response.statusCode), Array(20).fill(503))
-    assert.deepEqual(JSON.parse(refused[0]!.body), { error: 'Database unavailable' })
+    assert.deepEqual(JSON.parse(refused[0]!.body), { error: 'Database unavailable', code: 'database_unavailable' })
     assert.equal(refused[0]!.headers['retry-after'], '1')
     assert.deepEqual(await names(service), ['Ada'], 'no reader sees a row whose sync failed')
     assert.equal((await rawRequest(service.port, { path: '/ready' })).statusCode, 503, 'not ready while syncs fail')

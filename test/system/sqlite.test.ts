@@ -275,7 +275,7 @@ describe('SQLite under the service', () => {
     assert.equal(ready.result.statusCode, 503)
     assert.ok(ready.ms < 1200, `/ready took ${ready.ms} ms`)
     assert.equal(write.result.statusCode, 503)
-    assert.deepEqual(write.result.json(), { error: 'Database unavailable' })
+    assert.deepEqual(write.result.json(), { error: 'Database unavailable', code: 'database_unavailable' })
     assert.equal(write.result.headers['retry-after'], '1')
     assert.ok(write.ms < 5500, `the write took ${write.ms} ms`)
     assert.ok(slowest < 100, `/health took up to ${slowest} ms`)

@@ -91,7 +91,7 @@ test('dotfiles and directories are not served or listed', async (t) => {
   for (const path of ['/.env', '/docs', '/docs/']) {
     const response = await rawRequest(port, { path })
     assert.equal(response.statusCode, 404, path)
-    assert.deepEqual(JSON.parse(response.body), { error: 'Route not found' }, path)
+    assert.deepEqual(JSON.parse(response.body), { error: 'Route not found', code: 'route_not_found' }, path)
   }
 })
 
@@ -104,7 +104,7 @@ test('an API route wins over a file of the same path, or under its path', async 
   assert.deepEqual(JSON.parse(response.body), { status: 'ok' })
   const underUsers = await rawRequest(port, { path: '/users/list/all.html' })
   assert.equal(underUsers.statusCode, 404)
-  assert.deepEqual(JSON.parse(underUsers.body), { error: 'Route not found' })
+  assert.deepEqual(JSON.parse(underUsers.body), { error: 'Route not found', code: 'route_not_found' })
   const home = await rawRequest(port, { path: '/' })
   assert.deepEqual(JSON.parse(home.body), { hello: 'world' })
 })
@@ -113,7 +113,7 @@ test('a missing file is the JSON 404 of any unknown route', async (t) => {
   const { port } = await listeningApp(t, { STATIC_DIR: staticFolder(t) })
   const response = await rawRequest(port, { path: '/missing.png' })
   assert.equal(response.statusCode, 404)
-  assert.deepEqual(JSON.parse(response.body), { error: 'Route not found' })
+  assert.deepEqual(JSON.parse(response.body), { error: 'Route not found', code: 'route_not_found' })
 })
 
 test('the files served are those present at start: one added later is a 404 until a restart, and a removed one is a 404 under the pages\' security headers', async (t) => {
@@ -122,12 +122,12 @@ test('the files served are those present at start: one added later is a 404 unti
   writeFileSync(join(root, 'added.txt'), 'new')
   const added = await rawRequest(port, { path: '/added.txt' })
   assert.equal(added.statusCode, 404)
-  assert.deepEqual(JSON.parse(added.body), { error: 'Route not found' })
+  assert.deepEqual(JSON.parse(added.body), { error: 'Route not found', code: 'route_not_found' })
 
   rmSync(join(root, 'style.css'))
   const removed = await rawRequest(port, { path: '/style.css' })
   assert.equal(removed.statusCode, 404)
-  assert.deepEqual(JSON.parse(removed.body), { error: 'Route not found' })
+  assert.deepEqual(JSON.parse(removed.body), { error: 'Route not found', code: 'route_not_found' })
   assert.match(String(removed.headers['content-security-policy']), /^default-src 'self'/)
   assert.equal(removed.headers['x-frame-options'], 'SAMEORIGIN')
 
@@ -177,7 +177,7 @@ test('at most 64 files are sent at once: past it a page answers 503 with Retry-A
   const refused = await rawRequest(service.port, { path: '/large.bin' })
   assert.equal(refused.statusCode, 503)
   assert.equal(refused.headers['retry-after'], '1')
-  assert.deepEqual(JSON.parse(refused.body), { error: 'Too many files are being sent: try again shortly' })
+  assert.deepEqual(JSON.parse(refused.body), { error: 'Too many files are being sent: try again shortly', code: 'too_many_files' })
   assert.equal((await rawRequest(service.port, { path: '/users' })).statusCode, 200, 'the API is answered meanwhile')
   assert.deepEqual(service.stdout.filter((line) => line.includes('EMFILE')), [], 'no file failed to open')
 

@@ -22,26 +22,14 @@ declare module 'fastify' {
   }
 }
 
-class TooManyBodiesError extends AppError {
-  constructor () {
-    super('Too many request bodies are being received: try again shortly', 503, { 'retry-after': '1' })
-  }
-}
-
 /** A JSON Merge Patch (RFC 7396): JSON that only `PATCH` takes; elsewhere it is refused as any other type. */
 const MERGE_PATCH = 'application/merge-patch+json'
-
-const FORBIDDEN_KEY = 'Body has a "__proto__" key, or a "constructor" key holding "prototype", which is not allowed'
-
-const DUPLICATE_KEY = 'Body has a member name twice in one object, which I-JSON (RFC 7493) does not allow'
 
 /**
  * The deepest nesting of arrays and objects a body may have, as Jackson's default bounds it: a
  * deeper one costs the parser and the checks after it more than its size says, and no record needs it.
  */
 export const MAX_JSON_DEPTH = 1000
-
-const TOO_DEEP = `Body is nested deeper than ${MAX_JSON_DEPTH} arrays and objects`
 
 /** Whether a JSON text opens more than `max` arrays and objects inside one another; strings are skipped. */
 function nestedDeeperThan (text: string, max: number): boolean {
@@ -58,8 +46,6 @@ function nestedDeeperThan (text: string, max: number): boolean {
   }
   return false
 }
-
-const UNSUPPORTED_ENCODING = 'Unsupported Media Type: send the body uncompressed, without Content-Encoding'
 
 /**
  * Bodies are never decompressed: one with a content coding is refused rather than read as something
@@ -127,7 +113,7 @@ export function readJsonBodies (app: FastifyInstance, bodyLimit: number): void {
       return
     }
     if (!isIdentity(request.headers['content-encoding'])) {
-      fail(new AppError(UNSUPPORTED_ENCODING, 415, { 'accept-encoding': 'identity' }))
+      fail(new AppError('unsupported_content_encoding'))
       return
     }
     if (Number(request.headers['content-length']) > bodyLimit) {
@@ -147,32 +133,32 @@ export function readJsonBodies (app: FastifyInstance, bodyLimit: number): void {
     }
     function onData (chunk: Buffer) {
       if (request.bodyBytesReceived + chunk.length > bodyLimit) return refuse(new errorCodes.FST_ERR_CTP_BODY_TOO_LARGE())
-      if (held + chunk.length > maxBytes) return refuse(new TooManyBodiesError())
+      if (held + chunk.length > maxBytes) return refuse(new AppError('too_many_bodies'))
       held += chunk.length
       request.bodyBytesReceived += chunk.length
       chunks.push(chunk)
     }
     function onAbort () {
-      refuse(new AppError('Body did not arrive whole: the connection closed', 400))
+      refuse(new AppError('body_incomplete'))
     }
     function onEnd () {
       stop()
       // A copy, never a view of the connection's read buffer.
       const bytes = Buffer.concat(chunks)
       if (!isUtf8(bytes)) {
-        fail(new AppError('Body is not valid JSON: it is not UTF-8', 400))
+        fail(new AppError('json_not_utf8'))
         return
       }
       request.bodyBytes = bytes
       const text = bytes.toString('utf8')
       if (nestedDeeperThan(text, MAX_JSON_DEPTH)) {
-        fail(new AppError(TOO_DEEP, 400))
+        fail(new AppError('json_too_deep', { depth: MAX_JSON_DEPTH }))
         return
       }
       parseJson(request, text, (error, body) => {
         // Valid JSON that the parser refused holds a key it guards against (prototype poisoning).
-        if (error !== null) fail(isJson(text) ? new AppError(FORBIDDEN_KEY, 400) : error)
-        else if (hasDuplicateKeys(text)) fail(new AppError(DUPLICATE_KEY, 400))
+        if (error !== null) fail(isJson(text) ? new AppError('forbidden_json_key') : error)
+        else if (hasDuplicateKeys(text)) fail(new AppError('duplicate_json_member'))
         else done(null, body)
       })
     }

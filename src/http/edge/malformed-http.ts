@@ -7,33 +7,35 @@ import { createRequire } from 'node:module'
 import type { IncomingMessage, ServerResponse } from 'node:http'
 import type { Socket } from 'node:net'
 import type { FastifyInstance } from 'fastify'
+import { ERRORS, type ErrorCode, messageOf } from '../error-catalogue.js'
 import { errorBody, JSON_TYPE } from '../errors.js'
 
 // Required, not imported: node:http's module view reads every export, and three of them load Node's
 // own copy of undici, which the service never uses.
 const { STATUS_CODES }: typeof import('node:http') = createRequire(import.meta.url)('node:http')
 
-/** What Node's HTTP parser refused, as the status and message answered for it. */
-const CLIENT_ERRORS: Record<string, [number, string]> = {
-  ERR_HTTP_REQUEST_TIMEOUT: [408, 'Request timed out: headers and body must arrive in time'],
-  HPE_HEADER_OVERFLOW: [431, 'Request header fields are too large']
+/** What Node's HTTP parser refused, as the code answered for it. */
+const CLIENT_ERRORS: Record<string, ErrorCode> = {
+  ERR_HTTP_REQUEST_TIMEOUT: 'request_timeout',
+  HPE_HEADER_OVERFLOW: 'headers_too_large'
 }
 
 /** A request line whose method is a token Node does not know (`FOO /users HTTP/1.1`). */
 const UNKNOWN_METHOD = /^[!#$%&'*+\-.^_`|~0-9A-Za-z]+ \S+ HTTP\/1\.[01]\r?\n/
 
-function clientErrorAnswer (error: NodeJS.ErrnoException & { rawPacket?: Buffer }): [number, string] {
+function clientErrorAnswer (error: NodeJS.ErrnoException & { rawPacket?: Buffer }): ErrorCode {
   // No route answers a method Node does not know, as none answers any other method it has
   // no route for; bytes that are not a request line at all are malformed.
   if (error.code === 'HPE_INVALID_METHOD' && UNKNOWN_METHOD.test(error.rawPacket?.toString('latin1') ?? '')) {
-    return [404, 'Route not found']
+    return 'route_not_found'
   }
-  return CLIENT_ERRORS[error.code ?? ''] ?? [400, 'Malformed HTTP request']
+  return CLIENT_ERRORS[error.code ?? ''] ?? 'malformed_http'
 }
 
 /** Answers on a bare socket with the JSON shape, then closes the connection for good. */
-function endWithJson (socket: Socket, statusCode: number, message: string): void {
-  const body = JSON.stringify(errorBody(message))
+function endWithJson (socket: Socket, code: ErrorCode): void {
+  const statusCode = ERRORS[code].status
+  const body = JSON.stringify(errorBody(code, messageOf(code)))
   socket.end(`HTTP/1.1 ${statusCode} ${STATUS_CODES[statusCode]}\r\nContent-Type: ${JSON_TYPE}\r\nCache-Control: no-store\r\n` +
     `Content-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`)
   // Closed for good once the answer is out: ending alone leaves the connection half open,
@@ -63,14 +65,15 @@ export function answerClientError (this: FastifyInstance, error: NodeJS.ErrnoExc
     socket.destroy()
     return
   }
-  const [statusCode, message] = clientErrorAnswer(error)
-  logRefusal(this, socket, statusCode, message, error.code)
-  endWithJson(socket, statusCode, message)
+  const code = clientErrorAnswer(error)
+  logRefusal(this, socket, code, error.code)
+  endWithJson(socket, code)
 }
 
 /** At info, as the access log: no route saw the request, so no access line tells of it. */
-function logRefusal (app: FastifyInstance, socket: Socket, statusCode: number, message: string, code?: string): void {
-  app.log.info({ client: socket.remoteAddress, statusCode, code, error: message }, 'request refused before it reached a route')
+function logRefusal (app: FastifyInstance, socket: Socket, answered: ErrorCode, parserCode?: string): void {
+  const refusal = { statusCode: ERRORS[answered].status, error: messageOf(answered), code: answered, ...(parserCode !== undefined && { parserCode }) }
+  app.log.info({ client: socket.remoteAddress, ...refusal }, 'request refused before it reached a route')
 }
 
 /**
@@ -79,14 +82,13 @@ function logRefusal (app: FastifyInstance, socket: Socket, statusCode: number, m
  */
 export function answerExpectAndConnect (app: FastifyInstance): void {
   app.server.on('checkExpectation', (request: IncomingMessage, response: ServerResponse) => {
-    const message = 'Expectation Failed: the only expectation met is Expect: 100-continue'
-    logRefusal(app, request.socket, 417, message)
-    const body = JSON.stringify(errorBody(message))
+    logRefusal(app, request.socket, 'expectation_failed')
+    const body = JSON.stringify(errorBody('expectation_failed', messageOf('expectation_failed')))
     response.writeHead(417, { 'content-type': JSON_TYPE, 'cache-control': 'no-store', 'content-length': Buffer.byteLength(body) }).end(body)
   })
   app.server.on('connect', (_request: IncomingMessage, socket: Socket) => {
     socket.on('error', () => {})
-    logRefusal(app, socket, 404, 'Route not found')
-    endWithJson(socket, 404, 'Route not found')
+    logRefusal(app, socket, 'route_not_found')
+    endWithJson(socket, 'route_not_found')
   })
 }

@@ -14,12 +14,6 @@ const SAMPLE_MS = 1000
 /** How often the delay monitor looks; a loop on time is late by this much. */
 const RESOLUTION_MS = 10
 
-class OverloadedError extends AppError {
-  constructor () {
-    super('Service overloaded: try again shortly', 503, { 'retry-after': '1' })
-  }
-}
-
 /** The guard that answers 503 while the last sample was over a limit; a limit of 0 is off. */
 export function shedOnOverload (app: FastifyInstance, { maxEventLoopDelayMs, maxHeapBytes }: Config['overload']) {
   const delays = monitorEventLoopDelay({ resolution: RESOLUTION_MS })
@@ -39,9 +33,9 @@ export function shedOnOverload (app: FastifyInstance, { maxEventLoopDelayMs, max
     delays.disable()
   })
 
-  const hook: onRequestHookHandler = (_request, _reply, done) => { done(overloaded ? new OverloadedError() : undefined) }
+  const hook: onRequestHookHandler = (_request, _reply, done) => { done(overloaded ? new AppError('service_overloaded') : undefined) }
   return {
     hook,
-    responses: { 503: errorResponse('The service is overloaded; retry after `Retry-After` seconds.', { 'Retry-After': RETRY_AFTER }) }
+    responses: { 503: errorResponse(['service_overloaded'], 'The service is overloaded; retry after `Retry-After` seconds.', { 'Retry-After': RETRY_AFTER }) }
   }
 }

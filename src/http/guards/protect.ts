@@ -9,12 +9,12 @@ import fp from 'fastify-plugin'
 import type { Config } from '../../config/config.js'
 import { shedOnOverload } from './overload.js'
 import { limitRate } from './rate-limit.js'
-import { type HeaderSchema, type Responses, withHeaders } from '../schemas.js'
+import { type HeaderSchema, joinResponses, type Responses, withHeaders } from '../schemas.js'
 import { type PersonalDataTest, type Scope, tokenChecks, type UrlCredential } from './tokens.js'
 
 interface Guard {
   hook: onRequestHookHandler
-  /** What the guard answers, declared where the route declares nothing for that status. */
+  /** What the guard answers; a route that declares the same status adds its codes to the guard's. */
   responses: Responses
   /** Headers the guard sends with every answer. */
   headers?: Record<string, HeaderSchema>
@@ -52,7 +52,7 @@ async function guards (app: FastifyInstance, config: GuardConfig): Promise<void>
     const throttles: Guard[] = throttled ? [shed, ...(limit === undefined ? [] : [limit])] : []
     const token = asks === 'never' ? undefined : tokenCheck(scope, { readsPersonalData, always: asks === 'always', urlCredential })
     const declared = route.schema.response as Responses
-    const responses = Object.assign({}, ...throttles.map((guard) => guard.responses), token?.responses, declared)
+    const responses = joinResponses(...throttles.map((guard) => guard.responses), token?.responses, declared)
     const headers = Object.assign({}, ...throttles.map((guard) => guard.headers))
     const schema = { ...route.schema, response: withHeaders(responses, headers), ...(token !== undefined && { security: token.security }) }
     const onRequest = [...throttles.map((guard) => guard.hook), ...(token?.hooks ?? []), ...[route.onRequest ?? []].flat()]

@@ -45,8 +45,8 @@ export function algorithmFitsKey (alg: string, key: KeyObject): boolean {
 /** The answer for a token whose key the provider could give but did not, or could not be asked for. */
 class ProviderProblem extends Error {}
 
-const unreachable = () => new AppError('The identity provider cannot be reached to check this token: retry shortly', 503, { 'retry-after': '1' })
-const unusable = () => new AppError('The identity provider publishes no key this service can use: retry shortly', 503, { 'retry-after': '1' })
+const unreachable = () => new AppError('provider_unreachable')
+const unusable = () => new AppError('provider_without_usable_key')
 
 /** The signing keys of a JWKS (RFC 7517) that Node can read; the others are counted, not kept. */
 function signingKeys (body: unknown): { keys: PublishedKey[], skipped: number } {

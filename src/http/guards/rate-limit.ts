@@ -83,11 +83,11 @@ export async function limitRate (app: FastifyInstance, options: { max: number, w
     timeWindow: options.windowMs,
     enableDraftSpec: true,
     ...(options.redisUrl !== undefined && { redis: await sharedCounters(app, options.redisUrl), nameSpace: NAMESPACE, skipOnError: true }),
-    errorResponseBuilder: (_request, context) => new AppError(`Rate limit exceeded: retry in ${context.after}`, 429)
+    errorResponseBuilder: (_request, context) => new AppError('rate_limited', { after: context.after })
   })
   return {
     hook: app.rateLimit(),
-    responses: { 429: errorResponse('Too many requests from this client; retry after `Retry-After` seconds.', { 'Retry-After': RETRY_AFTER }) },
+    responses: { 429: errorResponse(['rate_limited'], 'Too many requests from this client; retry after `Retry-After` seconds.', { 'Retry-After': RETRY_AFTER }) },
     headers: RATE_LIMIT_HEADERS
   }
 }

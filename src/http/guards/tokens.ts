@@ -9,9 +9,9 @@ import type { Algorithm } from 'fast-jwt'
 import type { FastifyInstance, FastifyRequest, onRequestHookHandler } from 'fastify'
 import type { AuthMode } from '../../config/config.js'
 import { tokenType, type TokenConfig } from '../../config/tokens.js'
-import { AppError, bearerChallenge, TokenRefusal, unauthorized, type RefusalReason } from '../errors.js'
+import { AppError, TokenRefusal, type RefusalReason } from '../errors.js'
 import { algorithmFitsKey, providerKeys, type ProviderKeys } from './provider-keys.js'
-import { errorResponse, type HeaderSchema, type Responses } from '../schemas.js'
+import { errorResponse, type HeaderSchema, type Responses, RETRY_AFTER } from '../schemas.js'
 
 declare module '@fastify/jwt' {
   interface FastifyJWT {
@@ -60,8 +60,8 @@ const CLAIM_REASONS: Record<string, RefusalReason> = { iss: 'issuer', aud: 'audi
 
 /** @fastify/jwt's or fast-jwt's refusal, as the client is told it and the log says it. */
 function refusalOf (error: { code?: string, message: string }): TokenRefusal {
-  if (error.code === 'FST_JWT_AUTHORIZATION_TOKEN_EXPIRED') return new TokenRefusal('expiry', 'the token has expired', 'Token has expired')
-  if (error.code === 'FAST_JWT_INACTIVE') return new TokenRefusal('not-before', 'the token\'s nbf is in the future', 'Token is not valid yet (its nbf is in the future)')
+  if (error.code === 'FST_JWT_AUTHORIZATION_TOKEN_EXPIRED') return new TokenRefusal('expiry', 'the token has expired', 'token_expired')
+  if (error.code === 'FAST_JWT_INACTIVE') return new TokenRefusal('not-before', 'the token\'s nbf is in the future', 'token_not_yet_valid')
   const claim = /\b(iss|aud|sub|exp|nbf) claim/.exec(error.message)?.[1]
   if (claim !== undefined) return new TokenRefusal(CLAIM_REASONS[claim]!, error.message)
   if (/signature/i.test(error.message)) return new TokenRefusal('signature', error.message)
@@ -124,7 +124,7 @@ async function verifyTokensWith (app: FastifyInstance, config: TokenConfig): Pro
       if (publicKey !== undefined && !algorithmFitsKey(alg, publicKey)) throw new TokenRefusal('algorithm', `JWT_PUBLIC_KEY does not sign ${alg}`)
       if (typeof typ !== 'string' || !types.includes(tokenType(typ))) {
         throw new TokenRefusal('type', `typ ${JSON.stringify(typ)} is not one of ${types.join(', ')} (JWT_TYP)`,
-          'Token is not an access token: its typ header is not one this service accepts')
+          'token_not_access_token')
       }
     }
   }
@@ -137,6 +137,14 @@ export const SECURITY_SCHEME = 'bearerAuth'
  * `events:read` to follow changes; `users:admin` to change or erase a user another token owns.
  */
 export type Scope = 'users:read' | 'users:write' | 'events:read' | 'users:admin'
+
+/** The codes of a 401 for a token. */
+const TOKEN_REFUSALS = ['token_missing', 'authorization_malformed', 'token_invalid', 'token_not_access_token', 'token_is_id_token', 'token_expired',
+  'token_not_yet_valid', 'token_claims_invalid', 'token_lifetime_too_long'] as const
+
+const providerDown = errorResponse(['provider_unreachable', 'provider_without_usable_key'],
+  'The identity provider cannot be reached, or publishes no key this service can use, for a token whose key is not kept; retry after `Retry-After` seconds.',
+  { 'Retry-After': RETRY_AFTER })
 
 const WWW_AUTHENTICATE: HeaderSchema = {
   type: 'string',
@@ -222,16 +230,16 @@ export async function tokenChecks (app: FastifyInstance, { mode, scopes, verific
     }
     if (isIdToken(claims)) {
       throw new TokenRefusal('type', 'the token carries an ID token\'s claims (nonce, at_hash, c_hash, s_hash or typ "ID")',
-        'Token is an ID token: send an access token issued for this API')
+        'token_is_id_token')
     }
     if (typeof claims.sub !== 'string' || claims.sub === '' || !Number.isFinite(claims.exp)) {
-      throw new TokenRefusal('subject', 'sub must be a non-empty string and exp a finite number', 'Token must name its subject (sub) and a finite expiry (exp)')
+      throw new TokenRefusal('subject', 'sub must be a non-empty string and exp a finite number', 'token_claims_invalid')
     }
     // Counted from the earlier of `iat` and now, so that no `iat` makes a longer token pass.
     const issuedAt = Math.min(typeof claims.iat === 'number' ? claims.iat * 1000 : Infinity, Date.now())
     if (claims.exp * 1000 - issuedAt > verification.maxLifetimeMs) {
       throw new TokenRefusal('lifetime', `the token lives ${Math.round((claims.exp * 1000 - issuedAt) / 1000)} s`,
-        'Token lives longer than this service accepts (JWT_MAX_LIFETIME): ask for one that expires sooner')
+        'token_lifetime_too_long')
     }
     return claims
   }
@@ -240,13 +248,13 @@ export async function tokenChecks (app: FastifyInstance, { mode, scopes, verific
     const header = request.headers.authorization
     if (header === undefined) {
       const holder = await urlCredential?.(request)
-      if (holder === undefined) throw unauthorized('Missing bearer token: send Authorization: Bearer <token>', true)
+      if (holder === undefined) throw new AppError('token_missing')
       request.user = { iss: holder.issuer === '' ? undefined : holder.issuer, sub: holder.subject, exp: Math.ceil(Date.now() / 1000) }
       fromUrlCredential.add(request)
       return
     }
     const token = bearerToken(header)
-    if (token === undefined) throw unauthorized('Authorization header must be "Bearer <token>"')
+    if (token === undefined) throw new AppError('authorization_malformed')
     try {
       request.user = await verifiedClaims(request, token)
     } catch (error) {
@@ -264,17 +272,21 @@ export async function tokenChecks (app: FastifyInstance, { mode, scopes, verific
     const granted = grantedScopes(request.user, verification.scopeClaims)
     if (granted.has(scope)) return
     request.log.info({ tokenRefused: 'scope', needed: scope, granted: [...granted], scopeClaims: verification.scopeClaims }, 'bearer token lacks the scope this route asks for')
-    throw new AppError(`Token lacks the scope this route asks for: ${scope}`, 403, bearerChallenge('insufficient_scope', scope))
+    throw new AppError('insufficient_scope', { scope })
   }
 
-  const refused = errorResponse('Missing, malformed, expired or wrongly signed bearer token, or one that lives longer than `JWT_MAX_LIFETIME`. ' +
+  const refused = (withTicket: boolean) => errorResponse([...TOKEN_REFUSALS, ...(withTicket ? ['ticket_invalid' as const] : [])], 'Missing, malformed, expired or wrongly signed bearer token, or one that lives longer than `JWT_MAX_LIFETIME`. ' +
     'Checked before the body is read: such a request is answered 401 whatever its body, never 400, 413 or 415.', { 'WWW-Authenticate': WWW_AUTHENTICATE })
-  const lacksScope = (scope: Scope) => errorResponse(`The token is valid but does not grant \`${scope}\` (in the claims \`JWT_SCOPE_CLAIMS\` names: \`scope\` and \`scp\` by default).`, { 'WWW-Authenticate': WWW_AUTHENTICATE })
+  const lacksScope = (scope: Scope) => errorResponse(['insufficient_scope'], `The token is valid but does not grant \`${scope}\` (in the claims \`JWT_SCOPE_CLAIMS\` names: \`scope\` and \`scp\` by default).`, { 'WWW-Authenticate': WWW_AUTHENTICATE })
   return (scope, { readsPersonalData, always = false, urlCredential } = {}) => {
     if (mode === 'off' && !always) return undefined
     const verify = async (request: FastifyRequest) => { await verifyBearerToken(request, urlCredential) }
     const checks = scopes ? [verify, requireScope(scope)] : [verify]
-    const responses = { 401: refused, ...(scopes && { 403: lacksScope(scope) }) }
+    const responses = {
+      401: refused(urlCredential !== undefined),
+      ...(scopes && { 403: lacksScope(scope) }),
+      ...(provider !== undefined && { 503: providerDown })
+    }
     const security = [{ [SECURITY_SCHEME]: scopes ? [scope] : [] }]
     // Following the feed is a subscription of its own: with scopes on, it is asked for under AUTH=writes too.
     if (mode === 'all' || scope === 'users:write' || always || (scopes && scope === 'events:read')) return { hooks: checks, responses, security }

@@ -10,12 +10,6 @@ import { AppError } from '../errors.js'
 
 const MAX_FILES_SENT = 64
 
-class TooManyFilesError extends AppError {
-  constructor () {
-    super('Too many files are being sent: try again shortly', 503, { 'retry-after': '1' })
-  }
-}
-
 declare module 'fastify' {
   interface FastifyInstance {
     /** The files being sent at once, for the routes that send files. */
@@ -37,7 +31,7 @@ export function boundFilesSent (): FileBound {
   const release = (request: object) => { if (holding.delete(request)) sending-- }
   return {
     admit (request, reply) {
-      if (sending >= MAX_FILES_SENT) return new TooManyFilesError()
+      if (sending >= MAX_FILES_SENT) return new AppError('too_many_files')
       sending++
       holding.add(request.raw)
       reply.raw.once('close', () => { release(request.raw) })

@@ -23,7 +23,7 @@ function optionalWhenDefaulted (schema: FastifySchema): FastifySchema {
   return { ...schema, querystring: { ...querystring, required } }
 }
 
-const internalError = errorResponse('Unexpected failure; details are in the server log, under the request id.')
+const internalError = errorResponse(['internal_error'], 'Unexpected failure; details are in the server log, under the request id.')
 
 /** What every operation answers besides its own: a 500, and the request id on every answer. */
 function everyAnswer (schema: FastifySchema): FastifySchema {
@@ -69,7 +69,8 @@ async function docs (app: FastifyInstance, options: { bearer: boolean, signedBy:
       openapi: '3.1.0',
       info: {
         title: 'User records service',
-        description: 'A JSON HTTP service for user records. Every error answers `{"error": "<message>"}`.',
+        description: 'A JSON HTTP service for user records. Every error answers `{"error": "<message>", "code": "<code>"}`, or RFC 9457 problem details ' +
+          'to a client whose `Accept` prefers `application/problem+json`; `/problems/{code}` describes each code.',
         version: '1.0.0',
         license: { name: 'MIT', identifier: 'MIT' },
         contact: { name: 'The team that runs this service' }
@@ -97,7 +98,8 @@ async function docs (app: FastifyInstance, options: { bearer: boolean, signedBy:
         { name: 'users', description: 'Stored user records, and the validation showcase.' },
         { name: 'events', description: 'The change feed: every user created, changed or deleted, as Server-Sent Events and as webhooks.' },
         { name: 'greeting', description: 'Greeting and query-string demonstration.' },
-        { name: 'operations', description: 'Liveness and readiness for orchestrators.' }
+        { name: 'operations', description: 'Liveness and readiness for orchestrators.' },
+        { name: 'errors', description: 'The codes error answers carry, where problem details\' `type` leads.' }
       ]
     }
   })

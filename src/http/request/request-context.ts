@@ -11,6 +11,7 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
 import fp from 'fastify-plugin'
 import type { HeaderSchema } from '../schemas.js'
 import { AppError } from '../errors.js'
+import { undecodableQuery } from '../request-validation.js'
 import { loggedUrl } from './logging.js'
 import { API_SECURITY_HEADERS } from './security-headers.js'
 
@@ -94,10 +95,10 @@ async function requestContext (app: FastifyInstance, { observe }: { observe?: ((
     // RFC 9112 §3.2: an HTTP/1.1 request names its host. Node's own check is off (server-options.ts)
     // so that the refusal is answered as every other error is.
     if (request.headers.host === undefined && request.raw.httpVersion === '1.1') {
-      done(new AppError('Host header is required in an HTTP/1.1 request'))
+      done(new AppError('host_required'))
       return
     }
-    done()
+    done(undecodableQuery(request.url))
   })
 
   app.addHook('onResponse', (request, reply, done) => {
@@ -106,7 +107,8 @@ async function requestContext (app: FastifyInstance, { observe }: { observe?: ((
         ...accessFields(request, reply),
         statusCode: reply.statusCode,
         // Why an error answer was given, so that a client's 400 can be understood from the log.
-        error: request.answeredError ?? undefined
+        error: request.answeredError?.message,
+        code: request.answeredError?.code
       }, 'request completed')
     }
     observe?.(request, reply)
