@@ -31,6 +31,8 @@ const STATEMENT_TIMEOUT_MS = 4500
 
 /** PostgreSQL's SQLSTATE for a write refused because the session takes none. */
 const READ_ONLY_TRANSACTION = '25006'
+/** PostgreSQL's SQLSTATE for a session it ended for idling (idle_session_timeout). */
+const IDLE_SESSION_ENDED = '57P05'
 
 /**
  * A connection refused because there are as many as allowed, by PostgreSQL (53300) or by PgBouncer,
@@ -160,13 +162,32 @@ export function postgresDialect (config: PostgresConfig, { onConnectionError = (
 
   /** A connection whose statement failed without the server's answer, or was refused a write as read-only, is closed on release. */
   async function connect (): Promise<PostgresPoolClient> {
-    const client = await connections.connect()
+    let client: pg.PoolClient | undefined = await connections.connect()
     let broken = false
+    let used = false
+    /**
+     * The first statement on a lent connection that the server ended for idling, before the pool
+     * heard of it, never reached the server: it runs on a new connection, and costs no request.
+     */
+    async function run (sql: string, parameters: unknown[]): Promise<pg.QueryResult> {
+      if (client === undefined) throw new Error('the connection was lost')
+      const first = !used
+      used = true
+      try {
+        return await client.query(sql, parameters)
+      } catch (error) {
+        if (!first || (error as { code?: unknown }).code !== IDLE_SESSION_ENDED) throw error
+        client.release(true)
+        client = undefined
+        client = await pool.connect()
+        return await client.query(sql, parameters)
+      }
+    }
     function query<R> (sql: string, parameters: readonly unknown[]): Promise<PostgresQueryResult<R>>
     function query<R> (cursor: PostgresCursor<R>): PostgresCursor<R>
     function query<R> (sql: string | PostgresCursor<R>, parameters: readonly unknown[] = []): Promise<PostgresQueryResult<R>> | PostgresCursor<R> {
       if (typeof sql !== 'string') throw new Error('rows are not streamed from PostgreSQL here')
-      return client.query(sql, [...parameters]).then((result) => result as PostgresQueryResult<R>, (error: unknown) => {
+      return run(sql, [...parameters]).then((result) => result as PostgresQueryResult<R>, (error: unknown) => {
         if (!(error instanceof DatabaseError) || error.code === READ_ONLY_TRANSACTION) broken = true
         throw error
       })
@@ -174,7 +195,7 @@ export function postgresDialect (config: PostgresConfig, { onConnectionError = (
     return {
       query,
       release (destroy?: boolean) {
-        client.release(broken || destroy === true)
+        client?.release(broken || destroy === true)
         connections.giveBack()
       }
     }
