@@ -414,7 +414,10 @@ for (const kinds of [Object.keys(FLOOD_KINDS), ['halfway through its headers', '
     assert.ok(waits.every((wait) => wait < 2000), `served after ${waits.map(Math.round).join(', ')} ms`)
     const closing = service.stdout.map((line) => JSON.parse(line)).filter((line) => line.msg === 'closed connections holding a place unused, to make room for new ones')
     assert.ok(closing.length > 0)
-    if (!kinds.includes('silent')) assert.ok(closing.every((line) => line.stalled + line.silent === line.closed), 'only stalled ones, and ones not sending yet, were there to close')
+    // Besides stalled and silent ones, a connection answered and closing (a 408, a health check's)
+    // waits until its client has hung up, longer on a busy machine: it holds its place unused too.
+    assert.ok(closing.every((line) => line.streams === 0), 'no connection with a request being answered was there to close')
+    if (!kinds.includes('silent')) assert.ok(closing.some((line) => line.stalled + line.silent > 0), 'stalled ones, and ones not sending yet, were closed')
     assert.equal(service.child.exitCode, null)
   })
 }
