@@ -15,7 +15,8 @@ import { DatabaseUnavailableError, UserIdsExhaustedError } from '../../src/stora
 import { getUntil, testApp } from '../helpers.js'
 
 const secret = 'a-test-secret-that-is-long-enough-for-hs256'
-const authorization = `Bearer ${createSigner({ key: secret, expiresIn: 60_000 })({ sub: 'contract' })}`
+// Minted as the file loads, so valid for as long as its tests may take on a busy machine.
+const authorization = `Bearer ${createSigner({ key: secret, expiresIn: 900_000 })({ sub: 'contract' })}`
 const ada = { name: 'Ada', email: 'ada@example.com' }
 const hex = '507f1f77bcf86cd799439011'
 const json = { 'content-type': 'application/json' }

@@ -6,7 +6,8 @@ import type { FastifyInstance } from 'fastify'
 import { testApp, testConfig, testDatabases } from '../helpers.js'
 
 const secret = 'an-ownership-secret-of-at-least-32-bytes'
-const bearer = (claims: Record<string, unknown>) => ({ authorization: `Bearer ${createSigner({ key: secret, expiresIn: 60_000 })(claims)}` })
+// Minted as the file loads, so valid for as long as its tests may take on a busy machine.
+const bearer = (claims: Record<string, unknown>) => ({ authorization: `Bearer ${createSigner({ key: secret, expiresIn: 900_000 })(claims)}` })
 const alice = bearer({ sub: 'alice', iss: 'https://idp.example' })
 const mallory = bearer({ sub: 'mallory', iss: 'https://idp.example' })
 const admin = bearer({ sub: 'ops', iss: 'https://idp.example', scope: 'users:read users:admin' })
