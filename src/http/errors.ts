@@ -80,7 +80,7 @@ export class ValidationError extends AppError<'validation_failed'> {
 }
 
 /** What a token was refused for, as operators read it in the log. */
-export type RefusalReason = 'malformed' | 'algorithm' | 'type' | 'kid' | 'signature' | 'issuer' | 'audience' | 'subject' | 'expiry' | 'not-before' | 'lifetime'
+export type RefusalReason = 'malformed' | 'algorithm' | 'type' | 'kid' | 'signature' | 'claim' | 'subject' | 'expiry' | 'not-before' | 'lifetime'
 
 /** The codes of a refused token's answers. */
 type TokenRefusalCode = 'token_invalid' | 'token_not_access_token' | 'token_is_id_token' | 'token_expired' | 'token_not_yet_valid' |

@@ -335,9 +335,9 @@ describe('tokens without kid, Ed25519, and token types', () => {
     const logs = captureLogs()
     const app = await appOf(t, provider.url, { JWT_MAX_LIFETIME: '1h' }, logs)
     const now = Math.floor(Date.now() / 1000)
-    const cases: Array<[string, string]> = [
-      ['issuer', sign(key, { iss: `${ISSUER}/` })],
-      ['audience', sign(key, { aud: 'another-api' })],
+    const cases: Array<[string, string, RegExp?]> = [
+      ['claim', sign(key, { iss: `${ISSUER}/` }), /\biss claim\b/],
+      ['claim', sign(key, { aud: 'another-api' }), /\baud claim\b/],
       ['algorithm', createSigner({ key: 'a-secret-that-is-long-enough-for-hs256-x', algorithm: 'HS256', header: { alg: 'HS256', typ: 'at+jwt' } })({ sub: 'alice' })],
       ['kid', sign(key, {}, { kid: 'unknown' })],
       ['type', sign(key, {}, { typ: 'JWT' })],
@@ -345,13 +345,14 @@ describe('tokens without kid, Ed25519, and token types', () => {
       ['lifetime', sign(key, {}, { expiresIn: 2 * 3600_000 })],
       ['signature', `${sign(key).slice(0, -4)}AAAA`]
     ]
-    for (const [reason, token] of cases) {
+    for (const [reason, token, detail] of cases) {
       const answer = await create(app, token)
       assert.equal(answer.statusCode, 401, reason)
       const line = logs.lines.findLast((entry) => entry.msg === 'bearer token refused')
       assert.equal(line?.level, 30, reason)
       assert.equal(line?.tokenRefused, reason, `${reason}: ${JSON.stringify(line)}`)
       assert.equal(typeof line?.detail, 'string')
+      if (detail !== undefined) assert.match(String(line?.detail), detail, 'the detail names the claim')
       assert.ok(!JSON.stringify(logs.lines).includes(token.split('.')[2]!), `${reason}: the token is not logged`)
     }
   })

@@ -151,7 +151,7 @@ function chooseKey (keys: PublishedKey[], kid: string | undefined, alg: string):
 }
 
 export interface ProviderKeys {
-  /** The key that verifies a token with this header, as @fastify/jwt asks for it. */
+  /** The key that verifies a token with this header, as fast-jwt asks for it. */
   keyFor: (header: { kid?: unknown, alg: string }) => Promise<string>
   /** Fetches the set as the service starts, and says what it found; until a key is kept, again in the background. */
   load: () => Promise<void>

@@ -1,11 +1,11 @@
 /**
- * Bearer tokens: @fastify/jwt over the configured keys (the shared secret, a public key,
- * or an identity provider's JWKS, provider-keys.ts), and the guard that checks a route's token and,
- * with `AUTH_SCOPES`, its scope. protect.ts decides which routes ask for one.
+ * Bearer tokens: fast-jwt over the configured keys (the shared secret, a public key, or an
+ * identity provider's JWKS, provider-keys.ts), and the guard that checks a route's token and, with
+ * `AUTH_SCOPES`, its scope. protect.ts decides which routes ask for one
+ * (docs/decisions/0030-tokens-verified-by-fast-jwt.md).
  */
 import { createPublicKey } from 'node:crypto'
-import jwt, { type TokenOrHeader } from '@fastify/jwt'
-import type { Algorithm } from 'fast-jwt'
+import { type Algorithm, createVerifier, TokenError } from 'fast-jwt'
 import type { FastifyInstance, FastifyRequest, onRequestHookHandler } from 'fastify'
 import type { AuthMode } from '../../config/config.js'
 import { tokenType, type TokenConfig } from '../../config/tokens.js'
@@ -13,15 +13,14 @@ import { AppError, TokenRefusal, type RefusalReason } from '../errors.js'
 import { algorithmFitsKey, providerKeys, type ProviderKeys } from './provider-keys.js'
 import { errorResponse, type HeaderSchema, type Responses, RETRY_AFTER } from '../schemas.js'
 
-declare module '@fastify/jwt' {
-  interface FastifyJWT {
-    payload: { sub: string }
-    /** The verified token's claims; `request.user.sub` names the caller. */
-    user: { sub: string, exp: number, iat?: number, iss?: unknown, azp?: unknown, client_id?: unknown, [claim: string]: unknown }
-  }
-}
+/** A verified token's claims. */
+export interface TokenClaims { sub: string, exp: number, iat?: number, iss?: unknown, azp?: unknown, client_id?: unknown, [claim: string]: unknown }
 
 declare module 'fastify' {
+  interface FastifyRequest {
+    /** The verified token's claims, when the route asked for one; `request.user.sub` names the caller. */
+    user: TokenClaims | undefined
+  }
   interface FastifyInstance {
     /** Why no token can be verified now, when the identity provider answers with no usable key; `/ready` says it. */
     tokenKeysProblem: () => string | undefined
@@ -55,28 +54,40 @@ function tokenHeader (token: string): TokenHeader {
   return header as TokenHeader
 }
 
-/** The claim a fast-jwt message names, as the reason a refusal is logged with. */
-const CLAIM_REASONS: Record<string, RefusalReason> = { iss: 'issuer', aud: 'audience', sub: 'subject', exp: 'expiry', nbf: 'not-before' }
+/** Why fast-jwt refused a token, by its code, as the log says it and the client is told it. */
+const FAST_JWT_REFUSALS: Record<string, [RefusalReason, TokenRefusal['code']]> = {
+  [TokenError.codes.expired]: ['expiry', 'token_expired'],
+  [TokenError.codes.inactive]: ['not-before', 'token_not_yet_valid'],
+  [TokenError.codes.invalidSignature]: ['signature', 'token_invalid'],
+  [TokenError.codes.missingSignature]: ['signature', 'token_invalid'],
+  [TokenError.codes.invalidAlgorithm]: ['algorithm', 'token_invalid'],
+  [TokenError.codes.invalidKey]: ['algorithm', 'token_invalid'],
+  [TokenError.codes.missingRequiredClaim]: ['claim', 'token_invalid'],
+  [TokenError.codes.invalidClaimValue]: ['claim', 'token_invalid'],
+  [TokenError.codes.invalidClaimType]: ['claim', 'token_invalid']
+}
 
-/** @fastify/jwt's or fast-jwt's refusal, as the client is told it and the log says it. */
-function refusalOf (error: { code?: string, message: string }): TokenRefusal {
-  if (error.code === 'FST_JWT_AUTHORIZATION_TOKEN_EXPIRED') return new TokenRefusal('expiry', 'the token has expired', 'token_expired')
-  if (error.code === 'FAST_JWT_INACTIVE') return new TokenRefusal('not-before', 'the token\'s nbf is in the future', 'token_not_yet_valid')
-  const claim = /\b(iss|aud|sub|exp|nbf) claim/.exec(error.message)?.[1]
-  if (claim !== undefined) return new TokenRefusal(CLAIM_REASONS[claim]!, error.message)
-  if (/signature/i.test(error.message)) return new TokenRefusal('signature', error.message)
-  if (/algorithm|public key/i.test(error.message)) return new TokenRefusal('algorithm', error.message)
-  return new TokenRefusal('malformed', error.message)
+/** fast-jwt's refusal, as the client is told it and the log says it (fast-jwt's words, in `detail`, name the claim). */
+function refusalOf (error: unknown): AppError {
+  // The identity provider's answers (provider-keys.ts) come wrapped, as the key fetcher's failure.
+  const cause = (error as { originalError?: unknown }).originalError
+  if (cause instanceof AppError) return cause
+  if (error instanceof AppError) return error
+  const { code = '', message = String(error) } = error as { code?: string, message?: string }
+  const [reason, answer] = FAST_JWT_REFUSALS[code] ?? ['malformed', 'token_invalid']
+  return new TokenRefusal(reason, message, answer)
 }
 
 interface Verification {
   /** The token's header, checked before its signature: its algorithm and type. */
   checkHeader: (header: TokenHeader) => void
+  /** The token's claims, once its signature and claims are checked. */
+  verify: (token: string) => Promise<TokenClaims>
   provider: ProviderKeys | undefined
 }
 
 /**
- * @fastify/jwt over the configured keys; it checks the signature, `sub`, `exp`, and `iss` and `aud`
+ * fast-jwt over the configured keys; it checks the signature, `sub`, `exp`, and `iss` and `aud`
  * when configured, which the token must then carry.
  */
 async function verifyTokensWith (app: FastifyInstance, config: TokenConfig): Promise<Verification> {
@@ -90,27 +101,19 @@ async function verifyTokensWith (app: FastifyInstance, config: TokenConfig): Pro
     ? providerKeys(keys.kind === 'jwks' ? { jwksUrl: keys.url } : { issuer: keys.issuer }, keys.algorithms, app.log)
     : undefined
   const publicKey = keys.kind === 'public-key' ? createPublicKey(keys.publicKey) : undefined
-  const secret = keys.kind === 'secret'
-    ? keys.secret
-    : keys.kind === 'public-key'
-      ? { public: keys.publicKey }
-      : async (_request: unknown, token: TokenOrHeader) => await provider!.keyFor('header' in token ? token.header : token)
-  await app.register(jwt, {
-    secret,
-    // The key function reads the token's header: its `kid` and `alg`.
-    decode: { complete: true },
-    // fast-jwt's own words say which check failed; refusalOf turns them into a reason.
-    messages: { authorizationTokenInvalid: (error) => error.message },
-    verify: {
-      // fast-jwt knows an Ed25519 key as EdDSA's and verifies any `Ed…` name with it; checkHeader holds the exact list.
-      algorithms: (algorithms.includes('Ed25519') ? [...algorithms, 'EdDSA'] : algorithms) as Algorithm[],
-      requiredClaims: ['sub', 'exp', ...(config.issuer === undefined ? [] : ['iss']), ...(config.audience === undefined ? [] : ['aud'])],
-      clockTolerance: CLOCK_SKEW_MS,
-      ...(config.issuer !== undefined && { allowedIss: config.issuer }),
-      ...(config.audience !== undefined && { allowedAud: config.audience }),
-      extractToken: (request: FastifyRequest) => bearerToken(request.headers.authorization)
-    }
-  })
+  const checks = {
+    // fast-jwt knows an Ed25519 key as EdDSA's and verifies any `Ed…` name with it; checkHeader holds the exact list.
+    algorithms: (algorithms.includes('Ed25519') ? [...algorithms, 'EdDSA'] : algorithms) as Algorithm[],
+    requiredClaims: ['sub', 'exp', ...(config.issuer === undefined ? [] : ['iss']), ...(config.audience === undefined ? [] : ['aud'])],
+    clockTolerance: CLOCK_SKEW_MS,
+    ...(config.issuer !== undefined && { allowedIss: config.issuer }),
+    ...(config.audience !== undefined && { allowedAud: config.audience })
+  }
+  // The provider's key is looked up by the token's header: its `kid` and `alg`.
+  const verify = provider === undefined
+    ? createVerifier({ ...checks, key: keys.kind === 'secret' ? keys.secret : (keys as { publicKey: string }).publicKey })
+    : createVerifier({ ...checks, key: async ({ header }: { header: Record<string, unknown> }) => await provider.keyFor({ kid: header.kid, alg: String(header.alg) }) })
+  app.decorateRequest('user', undefined)
   app.decorate('tokenKeysProblem', () => provider?.problem())
   app.addHook('onClose', (_app, done) => {
     provider?.stop()
@@ -119,6 +122,7 @@ async function verifyTokensWith (app: FastifyInstance, config: TokenConfig): Pro
 
   return {
     provider,
+    verify: async (token) => await verify(token),
     checkHeader ({ alg, typ }) {
       if (!algorithms.includes(alg)) throw new TokenRefusal('algorithm', `alg ${JSON.stringify(alg)} is not one of ${algorithms.join(', ')}`)
       if (publicKey !== undefined && !algorithmFitsKey(alg, publicKey)) throw new TokenRefusal('algorithm', `JWT_PUBLIC_KEY does not sign ${alg}`)
@@ -153,8 +157,9 @@ const WWW_AUTHENTICATE: HeaderSchema = {
 }
 
 /** The scopes a token grants: in each of `claims`, a space-separated string (RFC 8693 `scope`) or a list (`scp`, `roles`, `permissions`). */
-function grantedScopes (token: FastifyRequest['user'], claims: readonly string[]): Set<string> {
+function grantedScopes (token: TokenClaims | undefined, claims: readonly string[]): Set<string> {
   const granted = new Set<string>()
+  if (token === undefined) return granted
   for (const claim of claims.map((name) => token[name])) {
     const values = Array.isArray(claim) ? claim : typeof claim === 'string' ? claim.split(' ') : []
     for (const value of values) if (typeof value === 'string' && value !== '') granted.add(value)
@@ -168,7 +173,7 @@ function grantedScopes (token: FastifyRequest['user'], claims: readonly string[]
  * whatever its `typ` header says. Access tokens (RFC 9068) carry none of them.
  */
 const ID_TOKEN_CLAIMS = ['nonce', 'at_hash', 'c_hash', 's_hash']
-const isIdToken = (claims: FastifyRequest['user']) =>
+const isIdToken = (claims: TokenClaims) =>
   ID_TOKEN_CLAIMS.some((claim) => claim in claims) || (typeof claims.typ === 'string' && claims.typ.toLowerCase() === 'id')
 
 export interface TokenRules {
@@ -207,26 +212,24 @@ export interface TokenCheck {
 }
 
 /**
- * Registers @fastify/jwt and gives, for a route's scope, the checks of its token under `AUTH`
+ * Makes the verifier and gives, for a route's scope, the checks of its token under `AUTH`
  * (undefined where it needs none): the token, then with `AUTH_SCOPES=on` the scope. A read that
  * can show personal data runs them under `AUTH=writes` too, when `readsPersonalData` says so; a
  * route that asks for a token `always` runs them whatever the mode; and a `urlCredential` stands
  * in for a token that was not sent.
  */
 export async function tokenChecks (app: FastifyInstance, { mode, scopes, verification, tokensAlways }: TokenRules): Promise<(scope: Scope, ask?: TokenAsk) => TokenCheck | undefined> {
-  const { checkHeader, provider } = await verifyTokensWith(app, verification)
+  const { checkHeader, provider, verify } = await verifyTokensWith(app, verification)
   // The provider's keys are fetched as the service starts, so that a wrong URL is said at once.
   if ((mode !== 'off' || tokensAlways) && provider !== undefined) await provider.load()
 
-  async function verifiedClaims (request: FastifyRequest, token: string): Promise<FastifyRequest['user']> {
+  async function verifiedClaims (token: string): Promise<TokenClaims> {
     checkHeader(tokenHeader(token))
-    let claims: FastifyRequest['user']
+    let claims: TokenClaims
     try {
-      claims = await request.jwtVerify()
+      claims = await verify(token)
     } catch (error) {
-      // The identity provider's answers (provider-keys.ts) are already refusals or a 503.
-      if (error instanceof AppError) throw error
-      throw refusalOf(error as { code?: string, message: string })
+      throw refusalOf(error)
     }
     if (isIdToken(claims)) {
       throw new TokenRefusal('type', 'the token carries an ID token\'s claims (nonce, at_hash, c_hash, s_hash or typ "ID")',
@@ -256,7 +259,7 @@ export async function tokenChecks (app: FastifyInstance, { mode, scopes, verific
     const token = bearerToken(header)
     if (token === undefined) throw new AppError('authorization_malformed')
     try {
-      request.user = await verifiedClaims(request, token)
+      request.user = await verifiedClaims(token)
     } catch (error) {
       // Why, for the operator; never the token itself.
       if (error instanceof TokenRefusal) request.log.info({ tokenRefused: error.reason, detail: error.detail }, 'bearer token refused')
