@@ -396,7 +396,8 @@ test('readers who have caught up share one read of each new page, and one page o
 
 describe('tickets, for a browser\'s EventSource', () => {
   const jwtSecret = 'a-ticket-test-secret-of-at-least-32-bytes'
-  const bearer = (claims: Record<string, unknown>) => ({ authorization: `Bearer ${createSigner({ key: jwtSecret, expiresIn: 60_000 })(claims)}` })
+  const bearer = (claims: Record<string, unknown>) => ({ authorization: `Bearer ${createSigner({ key: jwtSecret, expiresIn: 900_000 })(claims)}` })
+  // Minted as the file loads, so valid for as long as its tests may take on a busy machine.
   const follower = bearer({ sub: 'web-app', scope: 'events:read' })
   /** GET `path` over a real connection: its status and error; a stream is closed once its answer has begun. */
   const get = async (t: TestContext, port: number, path: string, headers: Record<string, string> = {}) => {
