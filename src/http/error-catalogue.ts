@@ -78,6 +78,7 @@ export const ERRORS = {
   precondition_failed: { status: 412, message: 'The user has changed since the ETag in If-Match: read it again, then retry', retryable: false },
   etag_not_of_user: { status: 412, message: 'If-Match names no ETag of this user: read it, then send the ETag it answers with (or *)', retryable: false },
   body_too_large: { status: 413, message: 'Request body is too large', retryable: false },
+  uri_too_long: { status: 414, message: 'URI Too Long: a path parameter is longer than any route takes', retryable: false },
   unsupported_media_type: { status: 415, message: 'Unsupported Media Type: send the body as application/json', retryable: false },
   unsupported_content_encoding: {
     status: 415,

@@ -102,7 +102,8 @@ const FASTIFY_CODES: Record<string, ErrorCode> = {
   FST_ERR_CTP_INVALID_JSON_BODY: 'invalid_json',
   FST_ERR_CTP_INVALID_MEDIA_TYPE: 'unsupported_media_type',
   FST_ERR_CTP_BODY_TOO_LARGE: 'body_too_large',
-  FST_ERR_BAD_URL: 'invalid_url'
+  FST_ERR_BAD_URL: 'invalid_url',
+  FST_ERR_MAX_PARAM_LENGTH: 'uri_too_long'
 }
 
 interface ErrorAnswer {

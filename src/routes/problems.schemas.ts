@@ -26,6 +26,7 @@ export const ProblemTypeSchema = {
   response: {
     200: refTo(ProblemType, { description: 'The code\'s entry in the catalogue.' }),
     400: errorResponse(['validation_failed', 'invalid_url'], 'The code is not lower-case letters, digits and underscores.'),
-    404: errorResponse(['route_not_found'], 'No code has this name.')
+    404: errorResponse(['route_not_found'], 'No code has this name.'),
+    414: errorResponse(['uri_too_long'], 'The code in the path is longer than any code: over 100 characters.')
   }
 }

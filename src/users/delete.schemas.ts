@@ -1,7 +1,7 @@
 /** The contract of `DELETE /users/{id}`. */
 import { Type } from 'typebox'
 import { errorResponse } from '../http/schemas.js'
-import { databaseUnavailable, ifMatchHeaders, notFound, notOwner, preconditionFailed, preconditionRequired, UserPath } from './user.schemas.js'
+import { databaseUnavailable, ifMatchHeaders, notFound, notOwner, pathTooLong, preconditionFailed, preconditionRequired, UserPath } from './user.schemas.js'
 
 /** With `REQUIRE_IF_MATCH=on`, `If-Match` is required and its absence declared as 428. */
 export const deleteUserSchema = (requireIfMatch: boolean, ownership = false) => ({
@@ -17,6 +17,7 @@ export const deleteUserSchema = (requireIfMatch: boolean, ownership = false) => 
     400: errorResponse(['invalid_url'], 'The path cannot be decoded, e.g. `/users/%zz`.'),
     ...(ownership && { 403: notOwner }),
     404: notFound,
+    414: pathTooLong,
     412: preconditionFailed,
     ...(requireIfMatch && { 428: preconditionRequired }),
     503: databaseUnavailable

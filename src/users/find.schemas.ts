@@ -1,6 +1,6 @@
 /** The contract of `GET /users/{id}`. */
 import { errorResponse, refTo } from '../http/schemas.js'
-import { databaseUnavailable, IfNoneMatch, notFound, notModified, User, USER_ETAG, UserPath } from './user.schemas.js'
+import { databaseUnavailable, IfNoneMatch, notFound, notModified, pathTooLong, User, USER_ETAG, UserPath } from './user.schemas.js'
 
 export const GetUserSchema = {
   summary: 'Look up a stored user',
@@ -15,6 +15,7 @@ export const GetUserSchema = {
     304: notModified,
     400: errorResponse(['invalid_url'], 'The path cannot be decoded, e.g. `/users/%zz`.'),
     404: notFound,
+    414: pathTooLong,
     503: databaseUnavailable
   }
 }

@@ -1,7 +1,7 @@
 /** The contract of `PATCH /users/{id}`. */
 import { refTo } from '../http/schemas.js'
 import {
-  badPath, databaseUnavailable, ifMatchHeaders, notFound, notOwner, preconditionFailed, preconditionRequired, tooLarge, unsupported, User, USER_ETAG, UserPatch, UserPath
+  badPath, databaseUnavailable, ifMatchHeaders, notFound, notOwner, pathTooLong, preconditionFailed, preconditionRequired, tooLarge, unsupported, User, USER_ETAG, UserPatch, UserPath
 } from './user.schemas.js'
 
 /** With `REQUIRE_IF_MATCH=on`, `If-Match` is required and its absence declared as 428. */
@@ -21,6 +21,7 @@ export const updateUserSchema = (requireIfMatch: boolean, ownership = false) => 
     400: badPath,
     ...(ownership && { 403: notOwner }),
     404: notFound,
+    414: pathTooLong,
     412: preconditionFailed,
     413: tooLarge,
     415: unsupported,

@@ -108,6 +108,7 @@ const BODY_REFUSALS = ['validation_failed', 'invalid_json', 'empty_json', 'json_
   'body_incomplete'] as const
 export const invalid = errorResponse(BODY_REFUSALS, 'The request fails its schema; the message names the field.')
 export const badPath = errorResponse([...BODY_REFUSALS, 'invalid_url'], 'The request fails its schema, or its path cannot be decoded (`/users/%zz`); the message says which.')
+export const pathTooLong = errorResponse(['uri_too_long'], 'The id in the path is longer than any id: over 100 characters.')
 export const tooLarge = errorResponse(['body_too_large'], 'The body is larger than `BODY_LIMIT`.')
 const ACCEPT_ENCODING: HeaderSchema = { type: 'string', description: '`identity`, when the body was refused for its `Content-Encoding`: bodies are taken only uncompressed.', required: false }
 export const unsupported = errorResponse(['unsupported_media_type', 'unsupported_content_encoding'], 'The body is not `application/json`, or it has a `Content-Encoding` (bodies are taken only uncompressed).',

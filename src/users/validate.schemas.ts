@@ -1,7 +1,7 @@
 /** The contract of `POST /users/{id}`, the validation showcase. */
 import { Type } from 'typebox'
 import { refTo } from '../http/schemas.js'
-import { badPath, Limit, Offset, tooLarge, unsupported, UserToValidate, ValidatedUser } from './user.schemas.js'
+import { badPath, Limit, Offset, pathTooLong, tooLarge, unsupported, UserToValidate, ValidatedUser } from './user.schemas.js'
 
 export const ValidateUserSchema = {
   summary: 'Validate a user against path, query and body schemas together',
@@ -18,6 +18,7 @@ export const ValidateUserSchema = {
     200: refTo(ValidatedUser, { description: 'The path id with the body\'s name and email.' }),
     400: badPath,
     413: tooLarge,
+    414: pathTooLong,
     415: unsupported
   }
 }

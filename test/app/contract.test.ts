@@ -137,6 +137,10 @@ const cases: Case[] = [
   },
   { operationId: 'getProblemType', status: 400, request: { url: '/problems/Not%20a%20code' } },
   { operationId: 'getProblemType', status: 404, request: { url: '/problems/no_such_code' } },
+  ...['getUser', 'updateUser', 'deleteUser', 'validateUser', 'getProblemType'].map((operationId): Case => {
+    const request = valid[operationId]!
+    return { operationId, status: 414, request: { ...request, url: String(request.url).replace(/[^/]+(?=\?|$)/, '1'.repeat(101)) } }
+  }),
   ...['listUsers', 'createUser', 'getUser', 'updateUser', 'deleteUser', 'ready', 'followEvents', 'createEventsTicket'].map((operationId): Case => ({ operationId, status: 503, request: fault('database', valid[operationId]!) })),
   ...['hello', 'customHello', 'validateUser', 'getProblemType'].map((operationId): Case => ({ operationId, status: 503, app: 'overloaded', request: valid[operationId]! }))
 ]
