@@ -50,33 +50,6 @@ export const formatSchemaError: SchemaErrorFormatter = (errors, dataVar) => {
   return new ValidationError(`${dataVar}${first.path}`, first.message, details)
 }
 
-const decodes = (text: string): boolean => {
-  try {
-    decodeURIComponent(text)
-    return true
-  } catch {
-    return false
-  }
-}
-
-/**
- * A query whose escapes do not decode to UTF-8 (`?name=%FF`) is refused, naming the parameter, where
- * the query parser would keep the escape as text and match it literally.
- */
-export function undecodableQuery (url: string): ValidationError | undefined {
-  const start = url.indexOf('?')
-  if (start === -1 || !url.includes('%', start)) return undefined
-  for (const pair of url.slice(start + 1).split('&')) {
-    const [name = '', value = ''] = pair.replaceAll('+', ' ').split('=', 2)
-    if (decodes(name) && decodes(value)) continue
-    const parameter = decodes(name) ? decodeURIComponent(name) : name
-    const message = 'must be percent-encoded UTF-8'
-    const path = `/${parameter.replaceAll('~', '~0').replaceAll('/', '~1')}`
-    return new ValidationError(`querystring${path}`, message, [{ in: 'query', path, message, keyword: 'encoding', params: { encoding: 'UTF-8' } }])
-  }
-  return undefined
-}
-
 /** Registers the schemas routes refer to by `$id`, and validates and words failures as above. */
 export function registerSchemas (app: FastifyInstance, namedSchemas: object[]): void {
   for (const schema of namedSchemas) app.addSchema(schema)

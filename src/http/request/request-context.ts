@@ -10,8 +10,7 @@ import type { IncomingMessage } from 'node:http'
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
 import fp from 'fastify-plugin'
 import type { HeaderSchema } from '../schemas.js'
-import { AppError } from '../errors.js'
-import { undecodableQuery } from '../request-validation.js'
+import { AppError, ValidationError } from '../errors.js'
 import { loggedUrl } from './logging.js'
 import { API_SECURITY_HEADERS } from './security-headers.js'
 
@@ -39,6 +38,33 @@ export function requestIdFrom (request: IncomingMessage): string {
 }
 
 /** `observe` counts each answered request, when the service keeps metrics (metrics.ts). */
+const decodes = (text: string): boolean => {
+  try {
+    decodeURIComponent(text)
+    return true
+  } catch {
+    return false
+  }
+}
+
+/**
+ * A query whose escapes do not decode to UTF-8 (`?name=%FF`) is refused, naming the parameter, where
+ * the query parser would keep the escape as text and match it literally.
+ */
+function undecodableQuery (url: string): ValidationError | undefined {
+  const start = url.indexOf('?')
+  if (start === -1 || !url.includes('%', start)) return undefined
+  for (const pair of url.slice(start + 1).split('&')) {
+    const [name = '', value = ''] = pair.replaceAll('+', ' ').split('=', 2)
+    if (decodes(name) && decodes(value)) continue
+    const parameter = decodes(name) ? decodeURIComponent(name) : name
+    const message = 'must be percent-encoded UTF-8'
+    const path = `/${parameter.replaceAll('~', '~0').replaceAll('/', '~1')}`
+    return new ValidationError(`querystring${path}`, message, [{ in: 'query', path, message, keyword: 'encoding', params: { encoding: 'UTF-8' } }])
+  }
+  return undefined
+}
+
 async function requestContext (app: FastifyInstance, { observe }: { observe?: ((request: FastifyRequest, reply: FastifyReply) => void) | undefined }): Promise<void> {
   let draining = false
   let closing = false
