@@ -447,7 +447,8 @@ describe('PostgreSQL refusing work for a while', { skip: postgres.skip }, () => 
     assert.equal(result.code, 1)
     assert.equal(result.stderr, `Start-up failed: cannot use DATABASE_URL ${url.href}: another process has held the migration lock for 4 s ` +
       '(an instance or npm run migrate migrating this database): start again once it is done\n')
-    assert.ok(seconds > 4 && seconds < 9, `stopped after ${seconds} s`)
+    // Its 4 s, plus however long a busy machine takes to start a process: it stops, and does not hang.
+    assert.ok(seconds > 4 && seconds < 20, `stopped after ${seconds} s`)
   })
 
   test('a role that may use only its own schema of a shared database starts, migrates and serves, whatever other schemas it may not read', async (t) => {
