@@ -32,7 +32,7 @@ const FILTERS = {
   name: Type.Optional(Type.Unsafe<string>({ ...Name, description: 'Only the users with exactly this name (case and all).' })),
   name_prefix: Type.Optional(Type.Unsafe<string>({
     ...Name,
-    description: 'Only the users whose name starts with this text (case and all). Not with `name`.',
+    description: 'Only the users whose name starts with this text (case and all). With `name` as well, a user must match both.',
     examples: ['Ad']
   })),
   created_after: Type.Optional(Type.String({ format: 'date-time', description: 'Only the users stored after this time (RFC 3339; to the millisecond).', examples: ['2026-12-01T00:00:00Z'] })),
@@ -79,7 +79,7 @@ export const ListUsersSchema = {
   summary: 'List, find and sort stored users',
   description: 'Users in ascending `id` order, or by `sort`, one page at a time: by `after` (every page costs the ' +
     `same) or by \`offset\` (at most ${MAX_OFFSET}; deeper pages are reached by \`after\`). Filters narrow the list: ` +
-    '`email`, `name` or `name_prefix`, `created_after` and `created_before`, each served by an index. `Link` gives ' +
+    '`email`, `name`, `name_prefix`, `created_after` and `created_before`, each served by an index. `Link` gives ' +
     'the next page and the first; `X-Total-Count` holds how many users there are in all, or, with `count=exact`, how many the filters match.',
   operationId: 'listUsers',
   tags: ['users'],
