@@ -17,7 +17,6 @@ const RESOLUTION_MS = 10
 /** The guard that answers 503 while the last sample was over a limit; a limit of 0 is off. */
 export function shedOnOverload (app: FastifyInstance, { maxEventLoopDelayMs, maxHeapBytes }: Config['overload']) {
   const delays = monitorEventLoopDelay({ resolution: RESOLUTION_MS })
-  delays.enable()
   let overloaded = false
 
   const sample = () => {
@@ -27,7 +26,12 @@ export function shedOnOverload (app: FastifyInstance, { maxEventLoopDelayMs, max
     overloaded = (maxEventLoopDelayMs > 0 && meanDelayMs > maxEventLoopDelayMs) ||
       (maxHeapBytes > 0 && getHeapStatistics().used_heap_size > maxHeapBytes)
   }
-  const sampler = setInterval(sample, SAMPLE_MS).unref()
+  // Sampled from ready on: the work of starting, which holds the loop, is not load to shed.
+  let sampler: NodeJS.Timeout | undefined
+  app.addHook('onReady', async () => {
+    delays.enable()
+    sampler = setInterval(sample, SAMPLE_MS).unref()
+  })
   app.addHook('onClose', async () => {
     clearInterval(sampler)
     delays.disable()
