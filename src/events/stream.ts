@@ -98,11 +98,19 @@ const followEvents: FastifyPluginAsyncTypebox<{ feed: EventFeed, heartbeatMs: nu
     for (const { reader } of readers) reader.closing.abort()
     done()
   })
-  const slowReaders = setInterval(() => {
-    for (const { reader, destroy } of readers) {
-      if (reader.offeredAt !== undefined && performance.now() - reader.offeredAt > 2 * heartbeatMs) destroy()
-    }
-  }, Math.min(heartbeatMs, 1000)).unref()
+  // Looked for while there are readers: with none, nothing runs.
+  let slowReaders: NodeJS.Timeout | undefined
+  const watchReaders = () => {
+    slowReaders ??= setInterval(() => {
+      for (const { reader, destroy } of readers) {
+        if (reader.offeredAt !== undefined && performance.now() - reader.offeredAt > 2 * heartbeatMs) destroy()
+      }
+      if (readers.size === 0) {
+        clearInterval(slowReaders)
+        slowReaders = undefined
+      }
+    }, Math.min(heartbeatMs, 1000)).unref()
+  }
   app.addHook('onClose', (_app, done) => {
     clearInterval(slowReaders)
     done()
@@ -125,6 +133,7 @@ const followEvents: FastifyPluginAsyncTypebox<{ feed: EventFeed, heartbeatMs: nu
       }
     }
     readers.add(entry)
+    watchReaders()
     reply.raw.once('close', () => {
       reader.closing.abort()
       readers.delete(entry)
