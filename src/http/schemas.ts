@@ -115,11 +115,12 @@ export function errorResponse (codes: readonly ErrorCode[], description: string,
 export function joinResponses (...declarations: Array<Responses | undefined>): Responses {
   const joined: Responses = {}
   for (const [status, answer] of declarations.flatMap((responses) => Object.entries(responses ?? {}))) {
-    const before = joined[status]
-    const codes = [before, answer].map((response) => response === undefined ? undefined : declaredCodes.get(response))
-    joined[status] = codes[0] !== undefined && codes[1] !== undefined
-      ? errorResponse([...new Set([...codes[0], ...codes[1]])], (answer as { description: string }).description,
-        { ...(before as { headers?: object }).headers, ...(answer as { headers?: object }).headers })
+    const earlier = joined[status]
+    const earlierCodes = earlier === undefined ? undefined : declaredCodes.get(earlier)
+    const codes = declaredCodes.get(answer)
+    joined[status] = earlierCodes !== undefined && codes !== undefined
+      ? errorResponse([...new Set([...earlierCodes, ...codes])], (answer as { description: string }).description,
+        { ...(earlier as { headers?: object }).headers, ...(answer as { headers?: object }).headers })
       : answer
   }
   return joined
